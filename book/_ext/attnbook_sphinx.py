@@ -1,0 +1,102 @@
+"""Build rules of the book that Jupyter Book's configuration cannot express.
+
+1. Offline: no model is ever downloaded at build time (``HF_HUB_OFFLINE=1`` for every
+   kernel), and MathJax is copied into the site from the ``django-static-mathjax`` wheel,
+   so the built HTML requests nothing from another host.
+2. Honest caching: myst-nb's execution cache keys on the cells' source only, so a change
+   to the ``attnbook`` package or to the pinned requirements would leave stale outputs.
+   This extension fingerprints both; when the fingerprint changes it clears the execution
+   cache and Sphinx's saved environment, so every chapter runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+#: Files whose content decides whether cached chapter outputs are still valid.
+FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "requirements.txt", "pyproject.toml")
+FINGERPRINT_FILE = ".attnbook-fingerprint"
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def fingerprint(root: Path) -> str:
+    """A hash of the package sources and the pinned requirements under ``root``."""
+    digest = hashlib.sha256()
+    for pattern in FINGERPRINT_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(b"\0")
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _cache_dir(app: Sphinx, config: Config) -> Path:
+    configured = config["nb_execution_cache_path"]
+    if configured:
+        return Path(configured)
+    return Path(app.outdir).parent / ".jupyter_cache"
+
+
+def invalidate_stale_cache(app: Sphinx, config: Config) -> None:
+    """Clear the execution cache and the saved environment when the package changed."""
+    cache_dir = _cache_dir(app, config)
+    stamp = cache_dir.parent / FINGERPRINT_FILE
+    current = fingerprint(Path(app.srcdir))
+    previous = stamp.read_text().strip() if stamp.exists() else None
+    if previous == current:
+        return
+    if previous is not None or cache_dir.exists():
+        logger.info("[attnbook] package or requirements changed: re-executing every chapter")
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    # Without this, Sphinx would not even re-read the unchanged chapter files.
+    Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(current + "\n")
+
+
+def mathjax_source() -> Path:
+    """The folder of MathJax 3's browser build inside the installed wheel."""
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "MathJax is not installed: run `pip install -r requirements.txt` "
+            "(it provides django-static-mathjax)"
+        )
+    source = Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax" / "es5"
+    if not (source / "tex-chtml.js").is_file():
+        raise FileNotFoundError(f"MathJax's tex-chtml.js is missing from {source}")
+    return source
+
+
+def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
+    """Serve MathJax from ``_static/mathjax`` of the built site."""
+    if exception is not None or app.builder.format != "html":
+        return
+    target = Path(app.outdir) / "_static" / "mathjax"
+    if (target / "tex-chtml.js").is_file():
+        return
+    # Only the TeX-to-HTML build and what it loads on demand: no SVG output, no Node entry
+    # point, no speech-rule maps (per-language data for an explorer the book leaves off).
+    unused = ("svg", "*svg*.js", "mml-*.js", "*-full*.js", "node-main.js", "mathmaps")
+    shutil.copytree(mathjax_source(), target, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(*unused))
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    # Run before myst-nb reads anything (config-inited precedes loading the environment).
+    app.connect("config-inited", invalidate_stale_cache, priority=100)
+    app.connect("build-finished", copy_mathjax)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

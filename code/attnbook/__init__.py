@@ -1,0 +1,29 @@
+"""attnbook: the shared, tested code of the executable textbook on attention.
+
+Submodules (imported on first use, so ``import attnbook`` is cheap):
+
+- ``attnbook.attention``: scaled dot-product attention and its helpers
+- ``attnbook.masks``: causal and padding masks
+- ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
+- ``attnbook.plots``: the book's figure style and heatmaps
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__version__ = "0.1.0"
+
+_SUBMODULES = ("attention", "layers", "masks", "plots")
+__all__ = ["__version__", *_SUBMODULES]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,242 @@
+"""Attention layers with learned projections, from the simplest to multi-head.
+
+Every layer computes its attention with :func:`attnbook.attention.attention`; none keeps a
+second copy of the softmax or the masking rules.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from .attention import AttentionOutput, _require_tensor, attention, check_mask
+
+__all__ = ["MultiHeadAttention", "SelfAttention", "SimpleAttention"]
+
+
+def _require_positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _check_width(name: str, x: object, width: int, dtype, *, batched: bool = False) -> Tensor:
+    """Check a layer input: a float tensor ``(..., L, width)`` in the layer's dtype."""
+    x = _require_tensor(name, x)
+    letters = "(B, L, d_model)" if batched else "(..., L, n_embd)"
+    if (batched and x.dim() != 3) or x.dim() < 2:
+        raise ValueError(f"{name} must have shape {letters}, got shape {tuple(x.shape)}")
+    if x.shape[-1] != width:
+        raise ValueError(
+            f"{name} has width {x.shape[-1]} (shape {tuple(x.shape)}) but the layer "
+            f"expects {width}"
+        )
+    if x.dtype != dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the layer's parameters are {dtype}; "
+            f"convert one with .to()"
+        )
+    return x
+
+
+class SimpleAttention(nn.Module):
+    """Self-attention with query, key and value projections and NO scaling.
+
+    ``softmax(Q K^T) V`` with ``Q, K, V = x W_q, x W_k, x W_v``. The unscaled version the
+    book starts from; :class:`SelfAttention` adds the ``1/sqrt(d_k)`` factor.
+
+    Args:
+        n_embd: the width of the token vectors; each projection is
+            ``nn.Linear(n_embd, n_embd)``.
+    """
+
+    def __init__(self, n_embd: int) -> None:
+        super().__init__()
+        self.n_embd = _require_positive("n_embd", n_embd)
+        self.query = nn.Linear(n_embd, n_embd)
+        self.key = nn.Linear(n_embd, n_embd)
+        self.value = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> AttentionOutput:
+        """``x``: ``(B, L, n_embd)`` -> output ``(B, L, n_embd)``, weights ``(B, L, L)``."""
+        x = _check_width("x", x, self.n_embd, self.query.weight.dtype)
+        q, k, v = self.query(x), self.key(x), self.value(x)  # each (B, L, n_embd)
+        return attention(q, k, v, mask, scale=1.0)
+
+
+class SelfAttention(nn.Module):
+    """One head of scaled self-attention with its own projections.
+
+    ``softmax(Q K^T / sqrt(d_k)) V`` with ``Q, K, V = x W_q, x W_k, x W_v``, each
+    projection ``nn.Linear(d_model, d_k)``.
+
+    Args:
+        d_model: the width of the token vectors.
+        d_k: the width of queries, keys and values; defaults to ``d_model``.
+        bias: whether the projections have a bias.
+    """
+
+    def __init__(self, d_model: int, d_k: int | None = None, *, bias: bool = True) -> None:
+        super().__init__()
+        self.d_model = _require_positive("d_model", d_model)
+        self.d_k = d_model if d_k is None else _require_positive("d_k", d_k)
+        self.query = nn.Linear(d_model, self.d_k, bias=bias)
+        self.key = nn.Linear(d_model, self.d_k, bias=bias)
+        self.value = nn.Linear(d_model, self.d_k, bias=bias)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, *,
+                return_weights: bool = True) -> AttentionOutput:
+        """``x``: ``(B, L, d_model)`` -> output ``(B, L, d_k)``, weights ``(B, L, L)``."""
+        x = _check_width("x", x, self.d_model, self.query.weight.dtype)
+        q, k, v = self.query(x), self.key(x), self.value(x)  # each (B, L, d_k)
+        return attention(q, k, v, mask, return_weights=return_weights)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention as in Vaswani et al. (2017).
+
+    The model width ``d_model`` is split into ``num_heads`` heads of width
+    ``d_head = d_model // num_heads``; each head attends on its own, the heads are merged
+    back and projected.
+
+    Args:
+        d_model: the width of the token vectors.
+        num_heads: the number of heads; must divide ``d_model``.
+        bias: whether the four projections have a bias.
+
+    Raises:
+        ValueError: if ``num_heads`` is not at least 1 or does not divide ``d_model``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, *, bias: bool = True) -> None:
+        super().__init__()
+        self.d_model = _require_positive("d_model", d_model)
+        self.num_heads = _require_positive("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(
+                f"num_heads={num_heads} does not divide d_model={d_model}: each head "
+                f"needs d_model / num_heads features"
+            )
+        self.d_head = d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(..., L, d_model)`` -> ``(..., h, L, d_head)``: a view, then a transpose."""
+        x = _require_tensor("x", x)
+        if x.dim() < 2 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape (..., L, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        x = x.unflatten(-1, (self.num_heads, self.d_head))  # (..., L, h, d_head)
+        return x.transpose(-3, -2)  # (..., h, L, d_head)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(..., h, L, d_head)`` -> ``(..., L, d_model)``, the inverse of ``split_heads``."""
+        x = _require_tensor("x", x)
+        if x.dim() < 3 or x.shape[-3] != self.num_heads or x.shape[-1] != self.d_head:
+            raise ValueError(
+                f"x must have shape (..., h={self.num_heads}, L, d_head={self.d_head}), "
+                f"got {tuple(x.shape)}"
+            )
+        x = x.transpose(-3, -2)  # (..., L, h, d_head)
+        return x.flatten(-2)  # (..., L, d_model)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        mask: Tensor | None = None,
+        return_weights: bool = True,
+    ) -> AttentionOutput:
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(B, L, d_model)``.
+            key: ``(B, S, d_model)``; defaults to ``query`` (self-attention).
+            value: ``(B, S, d_model)``; defaults to ``key``.
+            mask: boolean, ``True`` = may attend, broadcastable to ``(L, S)``,
+                ``(B, L, S)`` or ``(B, h, L, S)``; a mask without a head dimension
+                applies to every head.
+            return_weights: when ``False``, the weights are ``None`` and the fused kernel
+                is used.
+
+        Returns:
+            ``AttentionOutput`` with output ``(B, L, d_model)`` and per-head weights
+            ``(B, h, L, S)``.
+        """
+        dtype = self.q_proj.weight.dtype
+        query = _check_width("query", query, self.d_model, dtype, batched=True)
+        key = query if key is None else _check_width("key", key, self.d_model, dtype,
+                                                     batched=True)
+        value = key if value is None else _check_width("value", value, self.d_model, dtype,
+                                                       batched=True)
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"key and value must have the same (B, S): key has shape {tuple(key.shape)}, "
+                f"value has shape {tuple(value.shape)}"
+            )
+        if key.shape[0] != query.shape[0]:
+            raise ValueError(
+                f"query and key must have the same batch size B: query has shape "
+                f"{tuple(query.shape)}, key has shape {tuple(key.shape)}"
+            )
+        L, S = query.shape[1], key.shape[1]
+        if mask is not None:
+            mask = check_mask(mask, L, S)
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # (B, 1, L, S): the same mask for every head
+            elif mask.dim() > 4:
+                raise ValueError(
+                    f"mask must broadcast to (L, S), (B, L, S) or (B, h, L, S), got shape "
+                    f"{tuple(mask.shape)}"
+                )
+
+        q = self.split_heads(self.q_proj(query))  # (B, h, L, d_head)
+        k = self.split_heads(self.k_proj(key))  # (B, h, S, d_head)
+        v = self.split_heads(self.v_proj(value))  # (B, h, S, d_head)
+        heads, weights = attention(q, k, v, mask, return_weights=return_weights)
+        output = self.out_proj(self.merge_heads(heads))  # (B, L, d_model)
+        return AttentionOutput(output, weights)  # weights: (B, h, L, S) or None
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of a ``batch_first=True`` ``nn.MultiheadAttention`` with the same weights.
+
+        The copy gives the same output and the same per-head weights as ``module`` (called
+        with ``need_weights=True, average_attn_weights=False`` and the opposite mask
+        polarity, ``attn_mask=~mask``). Dropout is not copied: compare in ``eval()`` mode.
+
+        Raises:
+            TypeError: if ``module`` is not an ``nn.MultiheadAttention``.
+            ValueError: for a module this class cannot mirror (``batch_first=False``,
+                different key/value widths, ``add_bias_kv`` or ``add_zero_attn``).
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(
+                f"module must be an nn.MultiheadAttention, got {type(module).__name__}"
+            )
+        if not module.batch_first:
+            raise ValueError("module must be built with batch_first=True, as this class is")
+        if not module._qkv_same_embed_dim:
+            raise ValueError("module must have kdim == vdim == embed_dim")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("module must not use add_bias_kv or add_zero_attn")
+        has_bias = module.in_proj_bias is not None
+        copy = cls(module.embed_dim, module.num_heads, bias=has_bias)
+        copy = copy.to(device=module.in_proj_weight.device, dtype=module.in_proj_weight.dtype)
+        weights = module.in_proj_weight.detach().chunk(3)  # 3 x (d_model, d_model)
+        biases = module.in_proj_bias.detach().chunk(3) if has_bias else (None,) * 3
+        projections = (copy.q_proj, copy.k_proj, copy.v_proj)
+        for proj, weight, bias in zip(projections, weights, biases, strict=True):
+            proj.weight.data.copy_(weight)
+            if bias is not None:
+                proj.bias.data.copy_(bias)
+        copy.out_proj.weight.data.copy_(module.out_proj.weight.detach())
+        if has_bias:
+            copy.out_proj.bias.data.copy_(module.out_proj.bias.detach())
+        return copy
