@@ -1,0 +1,179 @@
+"""The built book: every page, no errors, glued values, offline, working links, cache."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+
+from conftest import BUILD, HTML, ROOT, run_build, toc_pages
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import attnbook_sphinx  # noqa: E402
+
+pytestmark = pytest.mark.book
+
+PAGES = toc_pages()
+#: Attributes through which a page loads a resource (not links the reader may follow).
+RESOURCE_ATTRIBUTES = {
+    "script": "src", "img": "src", "iframe": "src", "source": "src", "audio": "src",
+    "video": "src", "embed": "src", "object": "data",
+}
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
+
+
+def soup(page: str) -> BeautifulSoup:
+    return BeautifulSoup((HTML / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_toc_page_is_built(built_book: Path, page: str) -> None:
+    html = soup(page)
+    assert html.find("main") is not None, f"{page}.html has no main content"
+    assert html.find("h1") is not None, f"{page}.html has no title"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_error_output(built_book: Path, page: str) -> None:
+    """No traceback or error output, except in cells tagged to raise on purpose."""
+    html = soup(page)
+    for cell in html.select("div.cell"):
+        if "tag_raises-exception" in cell.get("class", []):
+            continue
+        text = cell.get_text()
+        assert "Traceback (most recent call last)" not in text, f"{page}: {text[:500]}"
+        assert not cell.select(".output.traceback, .output.error"), f"{page}: error output"
+    assert "system-message" not in str(html), f"{page} shows a docutils error message"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_resource_from_another_host(built_book: Path, page: str) -> None:
+    html = soup(page)
+    for tag, attribute in RESOURCE_ATTRIBUTES.items():
+        for element in html.find_all(tag):
+            url = element.get(attribute, "")
+            assert not EXTERNAL.match(url), f"{page} loads <{tag} {attribute}={url!r}>"
+    for link in html.find_all("link"):
+        rel = set(link.get("rel", []))
+        url = link.get("href", "")
+        if rel & {"stylesheet", "preload", "icon", "modulepreload", "manifest", "prefetch",
+                  "preconnect", "dns-prefetch"}:
+            assert not EXTERNAL.match(url), f"{page} loads <link rel={rel} href={url!r}>"
+    for style in html.find_all("style"):
+        assert not re.search(r"url\(\s*['\"]?(?:https?:)?//", style.get_text()), page
+
+
+def test_static_css_loads_nothing_from_another_host(built_book: Path) -> None:
+    offenders = []
+    for css in (HTML / "_static").rglob("*.css"):
+        text = css.read_text(encoding="utf-8", errors="replace")
+        if re.search(r"@import\s+url\(\s*['\"]?https?://|url\(\s*['\"]?https?://", text):
+            offenders.append(str(css.relative_to(HTML)))
+    assert not offenders, f"stylesheets that fetch from another host: {offenders}"
+
+
+def test_mathjax_is_served_by_the_site(built_book: Path) -> None:
+    html = soup("book/notation")
+    sources = [s.get("src", "") for s in html.find_all("script")]
+    mathjax = [s for s in sources if "tex-chtml" in s]
+    assert mathjax, f"no MathJax script on the notation page: {sources}"
+    for src in mathjax:
+        assert not EXTERNAL.match(src)
+        target = (HTML / "book" / src.split("?")[0]).resolve()
+        assert target.is_file(), f"MathJax script {src} is not in the built site"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_internal_links_resolve(built_book: Path, page: str) -> None:
+    html = soup(page)
+    here = (HTML / page).parent
+    for anchor in html.select("a.reference.internal[href]"):
+        href = anchor["href"]
+        parts = urlsplit(href)
+        if parts.scheme or not parts.path:
+            continue
+        target = (here / unquote(parts.path)).resolve()
+        assert target.is_file(), f"{page}: link {href!r} points at a missing file"
+        if parts.fragment:
+            target_html = target.read_text(encoding="utf-8")
+            assert f'id="{parts.fragment}"' in target_html, f"{page}: anchor {href!r} missing"
+
+
+def test_glued_values_on_the_notation_page(built_book: Path) -> None:
+    """The notation page glues the weights' shape and the default scale of its example."""
+    text = soup("book/notation").get_text(" ")
+    B, L, S, E = 2, 3, 5, 4  # the sizes the page's cell uses
+    assert str((B, L, S)) in text
+    assert f"{1 / E**0.5:.3f}" in text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_unrendered_markup(built_book: Path, page: str) -> None:
+    """A role or directive the parser did not know would show up as raw text."""
+    text = soup(page).select_one("main").get_text(" ")
+    for raw in ("{glue", "{prf:", "{exercise", "{solution", "{cite", "{footcite", "{ref}",
+                "{numref}", "```"):
+        assert raw not in text, f"{page} shows raw markup {raw!r}"
+
+
+def test_extensions_render_on_the_notation_page(built_book: Path) -> None:
+    html = soup("book/notation")
+    assert html.select(".proof.definition, div.definition"), "no sphinx-proof definition"
+    assert html.select(".exercise"), "no sphinx-exercise exercise"
+    assert html.select(".solution"), "no sphinx-exercise solution"
+    footnotes = html.select('aside.footnote, [role="doc-footnote"]')
+    assert any("Attention is all you need" in f.get_text() for f in footnotes), \
+        "the bibtex reference did not render"
+
+
+def test_no_change_rebuild_executes_nothing(built_book: Path) -> None:
+    result = run_build()
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    assert "Executing notebook" not in log, "a no-change rebuild re-executed a chapter"
+
+
+def test_fingerprint_follows_the_package(tmp_path: Path) -> None:
+    (tmp_path / "code" / "attnbook").mkdir(parents=True)
+    module = tmp_path / "code" / "attnbook" / "attention.py"
+    module.write_text("x = 1\n")
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
+    first = attnbook_sphinx.fingerprint(tmp_path)
+    assert attnbook_sphinx.fingerprint(tmp_path) == first
+    module.write_text("x = 2\n")
+    second = attnbook_sphinx.fingerprint(tmp_path)
+    assert second != first
+    (tmp_path / "requirements.txt").write_text("torch==2.13.1\n")
+    assert attnbook_sphinx.fingerprint(tmp_path) not in (first, second)
+
+
+def test_changed_package_clears_the_execution_cache(tmp_path: Path) -> None:
+    (tmp_path / "code" / "attnbook").mkdir(parents=True)
+    module = tmp_path / "code" / "attnbook" / "layers.py"
+    module.write_text("x = 1\n")
+    build = tmp_path / "_build"
+    cache = build / ".jupyter_cache"
+    doctrees = build / ".doctrees"
+    app = types.SimpleNamespace(srcdir=str(tmp_path), outdir=str(build / "html"),
+                                doctreedir=str(doctrees))
+    config = {"nb_execution_cache_path": ""}
+
+    def fill() -> None:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "global.db").write_text("cached")
+        doctrees.mkdir(parents=True, exist_ok=True)
+        (doctrees / "environment.pickle").write_text("env")
+
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # first build records the state
+    fill()
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # nothing changed: cache kept
+    assert (cache / "global.db").exists() and (doctrees / "environment.pickle").exists()
+    module.write_text("x = 2\n")
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # package changed: cache cleared
+    assert not cache.exists()
+    assert not (doctrees / "environment.pickle").exists()
