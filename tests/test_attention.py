@@ -512,3 +512,14 @@ def test_masked_softmax_broadcast_mask_and_zero_gradient_on_empty_row():
     assert (scores.grad[:, 1] == 0).all()
     assert (scores.grad[:, 0, [1, 3]] == 0).all()
     torch.testing.assert_close(w.sum(-1), mask.any(-1).double().expand(2, 3))
+
+
+def test_masked_softmax_leaves_scores_unchanged():
+    gen = generator(27)
+    scores = randn(2, 3, 4, gen=gen)
+    before = scores.clone()
+    mask = torch.rand(2, 3, 4, generator=gen) < 0.5
+    mask[0, 1] = False
+    masked_softmax(scores, mask)
+    masked_softmax(scores, mask[:, :1])
+    assert torch.equal(scores, before)

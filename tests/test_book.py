@@ -10,8 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-
-from conftest import BUILD, HTML, ROOT, run_build, toc_pages
+from conftest import HTML, ROOT, run_build, toc_pages
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_sphinx  # noqa: E402

@@ -6,7 +6,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
 from conftest import toc_pages
 
 pytestmark = pytest.mark.browser

@@ -6,6 +6,7 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.masks``: causal and padding masks
 - ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
 - ``attnbook.plots``: the book's figure style and heatmaps
+- ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "layers", "masks", "plots")
+_SUBMODULES = ("attention", "layers", "masks", "plots", "pretrained")
 __all__ = ["__version__", *_SUBMODULES]
 
 

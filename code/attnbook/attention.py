@@ -133,7 +133,8 @@ def _check_scale(scale: object, E: int) -> float:
 
 def attention_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
     """Scores ``scale * q @ k^T`` of shape ``(..., L, S)``, before any mask or softmax."""
-    return (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
+    # Scaling q, (..., L, E), costs less than scaling the (..., L, S) scores.
+    return (q * scale) @ k.transpose(-2, -1)  # (..., L, S)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -141,17 +142,26 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 
     ``mask`` is boolean, broadcastable to ``scores`` (``True`` = keep). A row in which
     the mask keeps nothing comes out all zeros rather than NaN, and its gradient is
-    zero rather than NaN, in every floating dtype.
+    zero rather than NaN, in every floating dtype. ``scores`` is left unchanged.
     """
+    return _masked_softmax(scores, mask, overwrite=False)
+
+
+def _masked_softmax(scores: Tensor, mask: Tensor | None, *, overwrite: bool) -> Tensor:
+    """``masked_softmax``; with ``overwrite=True`` it may fill ``scores`` in place."""
     if mask is None:
         return torch.softmax(scores, dim=-1)
+    # In place only when the mask does not widen the scores: masked_fill_ cannot grow
+    # ``scores`` to the broadcast shape (mask (B, L, S) with scores (L, S), for instance).
+    in_place = overwrite and torch.broadcast_shapes(scores.shape, mask.shape) == scores.shape
+    fill = Tensor.masked_fill_ if in_place else Tensor.masked_fill
     has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
     if bool(has_key.all()):
-        return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        return torch.softmax(fill(scores, ~mask, float("-inf")), dim=-1)
     # Rows with no allowed key would be softmax(-inf, ..., -inf) = NaN. Let those rows see
     # every key (finite softmax, finite gradient), then zero them out.
     keep = mask | ~has_key
-    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    weights = torch.softmax(fill(scores, ~keep, float("-inf")), dim=-1)
     return weights.masked_fill(~mask, 0.0)
 
 
@@ -206,7 +216,7 @@ def attention(
         return AttentionOutput(_fused_attention(q, k, v, mask, scale), None)
 
     scores = attention_scores(q, k, scale)  # (..., L, S)
-    weights = masked_softmax(scores, mask)  # (..., L, S)
+    weights = _masked_softmax(scores, mask, overwrite=True)  # (..., L, S)
     return AttentionOutput(weights @ v, weights)  # (..., L, Ev)
 
 
@@ -236,4 +246,6 @@ def raw_self_attention(x: Tensor) -> AttentionOutput:
     x = _require_tensor("x", x)
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., n, E), got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
     return attention(x, x, x, scale=1.0)

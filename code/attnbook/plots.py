@@ -16,7 +16,8 @@ import torch
 from cycler import cycler
 from matplotlib.axes import Axes
 
-__all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "book_style", "use_book_style"]
+__all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "book_style", "plot_vectors_2d",
+           "use_book_style"]
 
 #: Okabe & Ito (2008), a palette distinguishable under the common colour-vision deficiencies.
 OKABE_ITO = (
@@ -163,3 +164,105 @@ def _draw_heatmap(ax: Axes, matrix: np.ndarray, row_labels: list[str], col_label
                         fontsize=8, color="black" if light_cell else "white")
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+
+
+#: The Okabe-Ito palette without yellow, which is hard to see as a thin arrow on white.
+_ARROW_COLOURS = tuple(c for c in OKABE_ITO if c != "#F0E442")
+
+
+def _as_points_2d(vectors: object) -> np.ndarray:
+    if isinstance(vectors, torch.Tensor):
+        points = vectors.detach().to("cpu", torch.float64).numpy()
+    elif isinstance(vectors, np.ndarray | Sequence) and not isinstance(vectors, str):
+        try:
+            points = np.asarray(vectors, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("vectors must hold numbers: a (n, 2) tensor, array or list of "
+                            "pairs") from None
+    else:
+        raise TypeError(f"vectors must be a (n, 2) torch.Tensor, numpy.ndarray or sequence of "
+                        f"pairs, got {type(vectors).__name__}")
+    if points.ndim == 1 and points.shape[0] == 2:
+        points = points[None, :]  # one vector: (1, 2)
+    if points.ndim != 2 or points.shape[1] != 2 or points.shape[0] == 0:
+        raise ValueError(f"vectors must have shape (n, 2) with n >= 1, got shape {points.shape}")
+    if not np.isfinite(points).all():
+        raise ValueError("vectors must be finite (no NaN or infinity)")
+    return points
+
+
+def plot_vectors_2d(
+    vectors: torch.Tensor | np.ndarray | Sequence[Sequence[float]],
+    labels: Sequence[str] | None = None,
+    *,
+    ax: Axes | None = None,
+    colors: Sequence[str] | None = None,
+    widths: Sequence[float] | None = None,
+    title: str | None = None,
+    tip_labels: bool = False,
+) -> Axes:
+    """Draw 2-D vectors as arrows from the origin, on axes with equal scales.
+
+    Equal scales keep angles and lengths honest: an arrow twice as long looks twice as long,
+    and two arrows at 45 degrees look it. Arrows are drawn in the order given, so a later,
+    thinner arrow stays visible on top of an earlier, wider one that it coincides with.
+
+    Args:
+        vectors: ``n`` vectors, shape ``(n, 2)`` (a tensor, an array or a list of pairs; a
+            single pair is one vector).
+        labels: ``n`` legend labels; no legend when None.
+        ax: the Axes to draw into; a new figure when None.
+        colors: ``n`` colours; by default the Okabe-Ito palette (without yellow), in order.
+        widths: ``n`` shaft widths as a fraction of the plot width; 0.012 by default.
+        title: the Axes title.
+        tip_labels: also write each label beside the tip of its arrow.
+
+    Returns:
+        The Axes drawn into.
+
+    Raises:
+        TypeError: if ``vectors`` is not a tensor, array or sequence of number pairs, or
+            ``labels`` is a single string.
+        ValueError: if ``vectors`` is not ``(n, 2)`` with ``n >= 1`` or not finite, or
+            ``labels``, ``colors`` or ``widths`` do not have ``n`` entries.
+    """
+    points = _as_points_2d(vectors)  # (n, 2)
+    n = points.shape[0]
+    names = None if labels is None else _check_labels("labels", labels, n, "vectors")
+    if tip_labels and names is None:
+        raise ValueError("tip_labels=True needs labels")
+    if colors is None:
+        colors = [_ARROW_COLOURS[i % len(_ARROW_COLOURS)] for i in range(n)]
+    elif isinstance(colors, str) or len(colors) != n:
+        raise ValueError(f"colors must hold one colour per vector ({n}), got {colors!r}")
+    if widths is None:
+        widths = [0.012] * n
+    elif len(widths) != n:
+        raise ValueError(f"widths must hold one width per vector ({n}), got {len(widths)}")
+
+    with mpl.rc_context(book_style()):
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5.0, 5.0))
+        ax.axhline(0.0, color="#999999", linewidth=0.8, zorder=0)
+        ax.axvline(0.0, color="#999999", linewidth=0.8, zorder=0)
+        for i, (x, y) in enumerate(points):
+            ax.quiver(0.0, 0.0, x, y, angles="xy", scale_units="xy", scale=1.0,
+                      color=colors[i], width=widths[i], zorder=2 + i,
+                      label=None if names is None else names[i])
+            if tip_labels:
+                ax.annotate(names[i], (x, y), xytext=(4, 4), textcoords="offset points",
+                            color=colors[i], fontsize=9)
+        low = np.minimum(points.min(axis=0), 0.0)
+        high = np.maximum(points.max(axis=0), 0.0)
+        margin = 0.12 * max(float((high - low).max()), 1e-9)
+        ax.set_xlim(low[0] - margin, high[0] + margin)
+        ax.set_ylim(low[1] - margin, high[1] + margin)
+        ax.set_aspect("equal")
+        ax.grid(True, linestyle=":", linewidth=0.6, alpha=0.7)
+        ax.set_xlabel("dimension 1")
+        ax.set_ylabel("dimension 2")
+        if title:
+            ax.set_title(title)
+        if names is not None:
+            ax.legend(loc="best", fontsize=9, framealpha=0.95)
+    return ax
