@@ -47,6 +47,8 @@ def test_no_error_output(built_book: Path, page: str) -> None:
         text = cell.get_text()
         assert "Traceback (most recent call last)" not in text, f"{page}: {text[:500]}"
         assert not cell.select(".output.traceback, .output.error"), f"{page}: error output"
+        stderr = cell.select(".output.stderr")
+        assert not stderr, f"{page} prints to stderr: {stderr[0].get_text()[:300]}"
     assert "system-message" not in str(html), f"{page} shows a docutils error message"
 
 

@@ -16,7 +16,7 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "layers", "masks", "plots", "pretrained")
+_SUBMODULES = ("attention", "explorer", "layers", "masks", "plots", "pretrained")
 __all__ = ["__version__", *_SUBMODULES]
 
 

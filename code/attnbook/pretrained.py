@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,8 +87,12 @@ def _model_folder(name: str) -> str:
 
 @functools.cache
 def _load(name: str) -> PretrainedModel:
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    with warnings.catch_warnings():
+        # In a Jupyter kernel without ipywidgets, tqdm (imported by transformers) warns
+        # "IProgress not found" on stderr; the book never shows a progress bar anyway.
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()

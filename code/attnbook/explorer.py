@@ -1,0 +1,707 @@
+"""An interactive attention viewer that is one self-contained HTML fragment.
+
+``explore(weights, tokens)`` returns an :class:`AttentionExplorer`. Jupyter and the book
+(myst-nb) show it through ``_repr_html_``: one HTML fragment with inline CSS and JavaScript,
+nothing fetched from anywhere, so it works in the static book page, offline, in Jupyter and in
+a plain HTML file (:meth:`AttentionExplorer.save` writes a standalone document).
+
+The reader picks a layer and a head, or clicks one of the small maps of every head of the
+layer; reads the query token, the key token and the exact weight of a cell by hovering over
+it or by moving the keyboard focus with the arrow keys; and selects a query token (a click on
+its row label, or Enter on a cell) to see its row of weights as bars.
+
+Design notes:
+
+- Token strings are data, never markup: they travel as JSON inside the script (with ``<``,
+  ``>``, ``&`` and ``/`` escaped, so no token can close the script or form a URL) and reach
+  the page through ``textContent`` and attributes, never ``innerHTML``.
+- Every fragment gets a fresh id, all CSS is scoped under ``.attnbook-explorer`` and all
+  JavaScript lives in one function scoped to its root element, so explorers on one page do
+  not interfere and the page's theme does not leak in.
+- The weights travel as integer ten-thousandths (4 decimals): a (6, 12, 15, 15) input makes
+  a fragment of about 80 kB.
+- The widget is a white panel in the book's figure style (viridis, Okabe-Ito), so it reads
+  the same in the theme's light and dark modes.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import math
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import torch
+
+from attnbook.plots import HEATMAP_CMAP, OKABE_ITO
+
+__all__ = ["AttentionExplorer", "explore", "weight_colour"]
+
+#: The weights travel as integers in units of 1 / SCALE (4 decimals).
+SCALE = 10_000
+
+_COUNTER = itertools.count(1)
+
+
+def _colour_table() -> str:
+    """The heat map's 256 colours as one string of 6-digit hex codes."""
+    rgba = mpl.colormaps[HEATMAP_CMAP](np.linspace(0.0, 1.0, 256))
+    rgb = np.rint(rgba[:, :3] * 255).astype(int)
+    return "".join(f"{r:02x}{g:02x}{b:02x}" for r, g, b in rgb)
+
+
+_LUT = _colour_table()
+
+
+def weight_colour(weight: float, vmin: float = 0.0, vmax: float = 1.0) -> str:
+    """The ``#rrggbb`` colour the explorer paints a cell of ``weight`` with.
+
+    The same arithmetic as the widget's JavaScript: ``weight`` is clipped to
+    ``[vmin, vmax]`` and mapped to the nearest of 256 viridis colours.
+    """
+    t = (weight - vmin) / (vmax - vmin)
+    if not t > 0:
+        t = 0.0
+    if t > 1:
+        t = 1.0
+    k = math.floor(t * 255 + 0.5)
+    return "#" + _LUT[6 * k: 6 * k + 6]
+
+
+def _as_array(weights: object) -> np.ndarray:
+    """``weights`` as a float64 numpy array of shape ``(layers, heads, L, S)``."""
+    if isinstance(weights, torch.Tensor):
+        if weights.is_complex() or weights.dtype == torch.bool:
+            raise TypeError(f"weights must hold real numbers, got dtype {weights.dtype}")
+        array = weights.detach().to("cpu", torch.float64).numpy()
+    elif isinstance(weights, np.ndarray):
+        if weights.dtype.kind not in "fiu":
+            raise TypeError(f"weights must hold real numbers, got dtype {weights.dtype}")
+        array = weights.astype(np.float64)
+    else:
+        raise TypeError(
+            f"weights must be a torch.Tensor or numpy.ndarray of shape (L, S), (heads, L, S) "
+            f"or (layers, heads, L, S), got {type(weights).__name__}"
+        )
+    if array.ndim not in (2, 3, 4):
+        raise ValueError(
+            f"weights must have 2, 3 or 4 dimensions ((L, S), (heads, L, S) or "
+            f"(layers, heads, L, S)), got {array.ndim} dimension{'s' * (array.ndim != 1)} "
+            f"with shape {tuple(array.shape)}"
+        )
+    array = array.reshape((1,) * (4 - array.ndim) + array.shape)  # (layers, heads, L, S)
+    if 0 in array.shape:
+        raise ValueError(
+            f"weights must not be empty, got shape {tuple(weights.shape)} "
+            f"(as (layers, heads, L, S): {array.shape})"
+        )
+    return array
+
+
+def _labels(name: str, values: Iterable[object] | None, size: int, what: str,
+            default: str) -> list[str]:
+    if values is None:
+        return [default.format(i) for i in range(size)]
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of strings, not one {type(values).__name__}")
+    try:
+        labels = [str(v) for v in values]
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a sequence of strings, got {type(values).__name__}"
+        ) from None
+    if len(labels) != size:
+        raise ValueError(f"{name} has {len(labels)} entries but the weights have {what}")
+    return labels
+
+
+class AttentionExplorer:
+    """An interactive view of attention weights; displays itself in Jupyter and the book.
+
+    Build it with :func:`explore`. Attributes (read-only by convention):
+
+    - ``weights``: float64 array ``(layers, heads, L, S)``, as given (not rounded);
+    - ``tokens`` (``L`` query labels), ``key_tokens`` (``S`` key labels),
+      ``layer_names``, ``head_names``: lists of strings;
+    - ``title``: str or None; ``vmin``, ``vmax``: the ends of the colour scale.
+    """
+
+    def __init__(self, weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
+                 *, key_tokens: Iterable[object] | None = None,
+                 layer_names: Iterable[object] | None = None,
+                 head_names: Iterable[object] | None = None, title: str | None = None,
+                 vmin: float | None = None, vmax: float | None = None) -> None:
+        array = _as_array(weights)
+        n_layers, n_heads, n_rows, n_cols = array.shape
+        if key_tokens is None and n_rows != n_cols:
+            raise ValueError(
+                f"weights are not square (L = {n_rows} query rows, S = {n_cols} key "
+                f"columns): pass key_tokens with the {n_cols} key tokens"
+            )
+        self.tokens = _labels("tokens", tokens, n_rows,
+                              f"L = {n_rows} query rows", "{}")
+        self.key_tokens = (self.tokens if key_tokens is None else
+                           _labels("key_tokens", key_tokens, n_cols,
+                                   f"S = {n_cols} key columns", "{}"))
+        self._shared_keys = key_tokens is None
+        self.layer_names = _labels("layer_names", layer_names, n_layers,
+                                   f"{n_layers} layer{'s' * (n_layers != 1)}", "layer {}")
+        self.head_names = _labels("head_names", head_names, n_heads,
+                                  f"{n_heads} head{'s' * (n_heads != 1)} per layer",
+                                  "head {}")
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"title must be a string or None, got {type(title).__name__}")
+        finite = np.isfinite(array)
+        if not finite.all():
+            first = tuple(int(i) for i in np.argwhere(~finite)[0])
+            raise ValueError(
+                f"weights must be finite, but {int((~finite).sum())} of their {array.size} "
+                f"values are NaN or infinite (the first at (layer, head, query, key) = {first})"
+            )
+        low = min(0.0, float(array.min())) if vmin is None else float(vmin)
+        high = max(1.0, float(array.max())) if vmax is None else float(vmax)
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"vmin must be below vmax, both finite, got vmin = {low} "
+                             f"and vmax = {high}")
+        quanta = np.rint(array * SCALE)
+        if np.abs(quanta).max() > 2.0**53:
+            raise ValueError("weights are too large to show with 4 decimals "
+                             f"(largest magnitude {np.abs(array).max():g})")
+        self.weights = array
+        self._quanta = quanta.astype(np.int64)
+        self.title = title
+        self.vmin, self.vmax = low, high
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """``(layers, heads, L, S)``."""
+        return tuple(self.weights.shape)  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        layers, heads, rows, cols = self.shape
+        return (f"AttentionExplorer({layers} layer(s) x {heads} head(s), {rows} queries x "
+                f"{cols} keys{f', title={self.title!r}' if self.title else ''})")
+
+    def _data_json(self, uid: str) -> str:
+        layers, heads, rows, cols = self.shape
+        data = {
+            "id": uid,
+            "layers": layers, "heads": heads, "rows": rows, "cols": cols,
+            "scale": SCALE, "vmin": self.vmin, "vmax": self.vmax,
+            "title": self.title,
+            "tokens": self.tokens,
+            "keys": None if self._shared_keys else self.key_tokens,
+            "layerNames": self.layer_names, "headNames": self.head_names,
+            "bar": OKABE_ITO[0],
+            "lut": _LUT,
+            "w": self._quanta.ravel().tolist(),  # flat, in (layers, heads, L, S) order
+        }
+        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        # Nothing inside the script may close it, open a comment or spell a URL.
+        return (text.replace("<", "\\u003c").replace(">", "\\u003e")
+                .replace("&", "\\u0026").replace("/", "\\/"))
+
+    def to_html(self) -> str:
+        """The widget as one self-contained HTML fragment (a fresh element id each call)."""
+        uid = f"attnx-{next(_COUNTER)}-{secrets.token_hex(4)}"
+        body = _SKELETON.replace("{uid}", uid)
+        script = _SCRIPT.replace("__DATA__", self._data_json(uid))
+        return body.replace("<!--script-->", f"<script>{script}</script>")
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def save(self, path: str | Path) -> Path:
+        """Write a standalone HTML document holding the explorer; returns the path."""
+        path = Path(path)
+        title = html.escape(self.title or "Attention explorer")
+        document = (
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{title}</title>\n</head>\n<body style=\"margin:16px\">\n"
+            f"{self.to_html()}\n</body>\n</html>\n"
+        )
+        path.write_text(document, encoding="utf-8")
+        return path
+
+
+def explore(weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None, *,
+            key_tokens: Iterable[object] | None = None,
+            layer_names: Iterable[object] | None = None,
+            head_names: Iterable[object] | None = None, title: str | None = None,
+            vmin: float | None = None, vmax: float | None = None) -> AttentionExplorer:
+    """An interactive explorer of attention weights (shows itself in Jupyter and the book).
+
+    Args:
+        weights: ``(L, S)``, ``(heads, L, S)`` or ``(layers, heads, L, S)`` tensor or array;
+            entry ``[..., i, j]`` is how much query ``i`` attends to key ``j``.
+        tokens: the ``L`` query tokens (also the keys when ``key_tokens`` is None); None
+            numbers them.
+        key_tokens: the ``S`` key tokens, for maps whose keys differ from the queries
+            (cross-attention); required when ``L != S``.
+        layer_names, head_names: labels of the layers and heads (default ``layer 0``, ...).
+        title: a title shown above the widget.
+        vmin, vmax: the ends of the colour scale; by default ``[0, 1]``, widened to the
+            smallest and largest weight if those lie outside.
+
+    Returns:
+        An :class:`AttentionExplorer`; ``.save(path)`` writes it as a standalone HTML file.
+
+    Raises:
+        TypeError: ``weights`` is not a real tensor or array, or a label list is a string.
+        ValueError: a wrong number of dimensions, an empty or non-finite ``weights``, a
+            non-square map without ``key_tokens``, a label list of the wrong length, or
+            ``vmin >= vmax``. Raised before any HTML is built.
+    """
+    return AttentionExplorer(weights, tokens, key_tokens=key_tokens, layer_names=layer_names,
+                             head_names=head_names, title=title, vmin=vmin, vmax=vmax)
+
+
+# The static part of the widget. It holds no data: the script fills it in with textContent.
+_SKELETON = """\
+<div class="attnbook-explorer" id="{uid}" role="region" aria-label="Attention explorer">
+<style>{css}</style>
+<div class="attnx-title" hidden></div>
+<div class="attnx-nojs">This interactive attention explorer needs JavaScript.</div>
+<div class="attnx-controls">
+<span class="attnx-ctl attnx-ctl-layer"><label for="{uid}-layer">Layer</label>
+<select id="{uid}-layer" class="attnx-layer"></select></span>
+<span class="attnx-ctl attnx-ctl-head"><label for="{uid}-head">Head</label>
+<select id="{uid}-head" class="attnx-head"></select></span>
+<span class="attnx-ctl"><label for="{uid}-query">Query token</label>
+<select id="{uid}-query" class="attnx-query"></select></span>
+<span class="attnx-ctl"><label for="{uid}-scale">Colours</label>
+<select id="{uid}-scale" class="attnx-scale"><option value="fixed">fixed scale</option>\
+<option value="head">stretched to each head</option></select></span>
+<button type="button" class="attnx-toggle" aria-expanded="true" aria-controls="{uid}-ov">\
+All heads of this layer</button>
+</div>
+<div class="attnx-ov" id="{uid}-ov" role="group" \
+aria-label="Every head of the chosen layer; pick one to show it"></div>
+<div class="attnx-main">
+<div class="attnx-mapwrap">
+<div class="attnx-caption"></div>
+<div class="attnx-axis">columns: key (attended to) &rarr;&ensp;rows: query (attending from) \
+&darr;</div>
+<div class="attnx-grid" role="grid" aria-describedby="{uid}-help"></div>
+<div class="attnx-legend" aria-hidden="true"><span class="attnx-cbar-name">weight</span>\
+<span class="attnx-cbar-lo"></span><span class="attnx-cbar"></span>\
+<span class="attnx-cbar-hi"></span></div>
+<div class="attnx-help" id="{uid}-help">Arrow keys move between cells; Enter shows the \
+query's row as bars.</div>
+</div>
+<div class="attnx-side">
+<div class="attnx-readout" id="{uid}-out" aria-live="polite" aria-atomic="true">\
+<span class="attnx-r-hint">Hover over a cell, or focus one and use the arrow keys, to read \
+its weight.</span><span class="attnx-r-body" hidden>query \
+<span class="attnx-r-tok attnx-r-q"></span> (row <span class="attnx-r-i"></span>) &rarr; key \
+<span class="attnx-r-tok attnx-r-k"></span> (column <span class="attnx-r-j"></span>): weight \
+<strong class="attnx-r-w"></strong> <span class="attnx-r-where"></span></span></div>
+<div class="attnx-bars">
+<div class="attnx-bars-title">Pick a query token (click its row label, or press Enter on a \
+cell) to see its row as bars.</div>
+<div class="attnx-bars-list" role="list" hidden></div>
+</div>
+</div>
+</div>
+<!--script-->
+</div>"""
+
+_CSS = r"""
+.attnbook-explorer{box-sizing:border-box;display:block;max-width:100%;margin:.75em 0;
+padding:12px 14px;background:#fff;color:#1a1a1a;color-scheme:light;border:1px solid #c8c8c8;
+border-radius:6px;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;
+text-align:left;overflow-x:auto;--attnx-cell:24px;--attnx-lab:8em}
+.attnbook-explorer *,.attnbook-explorer *::before,.attnbook-explorer *::after{
+box-sizing:border-box;letter-spacing:normal;text-transform:none}
+.attnbook-explorer [hidden]{display:none !important}
+.attnbook-explorer .attnx-title{font-weight:600;font-size:15px;margin:0 0 8px}
+.attnbook-explorer .attnx-nojs{font-style:italic;margin:0 0 8px}
+.attnbook-explorer .attnx-controls{display:flex;flex-wrap:wrap;gap:8px 18px;
+align-items:center;margin:0 0 10px}
+.attnbook-explorer .attnx-ctl{display:inline-flex;align-items:center;gap:6px}
+.attnbook-explorer label{display:inline;margin:0;padding:0;font:inherit;font-weight:600;
+color:inherit}
+.attnbook-explorer select,.attnbook-explorer button{font:inherit;font-weight:400;
+color:#1a1a1a;background:#fff;border:1px solid #767676;border-radius:4px;padding:3px 8px;
+margin:0;line-height:1.3;box-shadow:none;width:auto;height:auto;max-width:16em}
+.attnbook-explorer button{cursor:pointer;background:#f0f0f0}
+.attnbook-explorer button:hover{background:#e2e2e2}
+.attnbook-explorer select:focus-visible,.attnbook-explorer button:focus-visible{
+outline:3px solid #0072B2;outline-offset:2px}
+.attnbook-explorer .attnx-ov{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 12px}
+.attnbook-explorer .attnx-tile{display:flex;flex-direction:column;align-items:center;gap:2px;
+padding:3px;background:#fff;border:2px solid #d0d0d0;max-width:none}
+.attnbook-explorer .attnx-tile[aria-pressed="true"]{border-color:#D55E00;background:#fff3e6}
+.attnbook-explorer .attnx-tile canvas{display:block;width:60px;image-rendering:pixelated;
+border:0;margin:0}
+.attnbook-explorer .attnx-tile-label{font-size:11px;line-height:1.2;max-width:64px;
+overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.attnbook-explorer .attnx-main{display:flex;flex-wrap:wrap;gap:14px 24px;align-items:flex-start}
+.attnbook-explorer .attnx-mapwrap{flex:0 0 auto;max-width:100%;overflow-x:auto}
+.attnbook-explorer .attnx-caption{font-weight:600;margin:0 0 2px}
+.attnbook-explorer .attnx-axis,.attnbook-explorer .attnx-help{font-size:12px;color:#444;
+margin:0 0 4px}
+.attnbook-explorer .attnx-help{margin:6px 0 0}
+.attnbook-explorer .attnx-grid{display:flex;flex-direction:column;margin:0;padding:0;
+border:0;background:transparent}
+.attnbook-explorer .attnx-row{display:flex;flex-direction:row;margin:0;padding:0}
+.attnbook-explorer .attnx-corner,.attnbook-explorer .attnx-rowhead{flex:0 0 var(--attnx-lab);
+width:var(--attnx-lab)}
+.attnbook-explorer .attnx-corner{font-size:11px;color:#444;align-self:flex-end;
+text-align:right;padding:0 6px 2px 0}
+.attnbook-explorer .attnx-colhead{flex:0 0 var(--attnx-cell);width:var(--attnx-cell);
+display:flex;justify-content:center;align-items:flex-end;padding:0 0 3px}
+.attnbook-explorer .attnx-vtext{writing-mode:vertical-rl;transform:rotate(180deg);
+white-space:pre;overflow:hidden;text-overflow:ellipsis;max-height:7em;font-size:12px;
+line-height:1}
+.attnbook-explorer .attnx-rowhead{display:flex;align-items:center;justify-content:flex-end;
+height:var(--attnx-cell);padding:0 4px 0 0}
+.attnbook-explorer .attnx-qbtn{display:block;max-width:100%;border:0;border-radius:3px;
+background:transparent;padding:0 4px;font-size:12px;line-height:1.2;white-space:pre;
+overflow:hidden;text-overflow:ellipsis;text-align:right}
+.attnbook-explorer .attnx-qbtn[aria-pressed="true"]{background:#0072B2;color:#fff;
+font-weight:600}
+.attnbook-explorer .attnx-hl{text-decoration:underline;text-decoration-thickness:2px;
+font-weight:600}
+.attnbook-explorer .attnx-cell{flex:0 0 var(--attnx-cell);width:var(--attnx-cell);
+height:var(--attnx-cell);margin:0;padding:0;border:0;cursor:pointer;position:relative}
+.attnbook-explorer .attnx-cell:hover{box-shadow:inset 0 0 0 1px #fff}
+.attnbook-explorer .attnx-cell:focus{outline:3px solid #000;outline-offset:0;
+box-shadow:inset 0 0 0 3px #fff;z-index:1}
+.attnbook-explorer .attnx-legend{display:flex;align-items:center;gap:6px;margin:8px 0 0;
+font-size:12px}
+.attnbook-explorer .attnx-cbar-name{font-weight:600}
+.attnbook-explorer .attnx-cbar{display:inline-block;width:160px;height:12px;
+border:1px solid #767676}
+.attnbook-explorer .attnx-side{flex:1 1 240px;min-width:220px;max-width:100%}
+.attnbook-explorer .attnx-readout{min-height:3.2em;padding:6px 8px;margin:0 0 10px;
+background:#f4f4f4;border-left:4px solid #0072B2;font-size:13px}
+.attnbook-explorer .attnx-r-tok{white-space:pre;font-weight:600}
+.attnbook-explorer .attnx-r-tok::before{content:"\201C"}
+.attnbook-explorer .attnx-r-tok::after{content:"\201D"}
+.attnbook-explorer .attnx-r-w{font-variant-numeric:tabular-nums}
+.attnbook-explorer .attnx-r-where{color:#444}
+.attnbook-explorer .attnx-bars-title{font-size:13px;margin:0 0 6px}
+.attnbook-explorer .attnx-bars-list{display:flex;flex-direction:column;gap:2px;margin:0;
+padding:0}
+.attnbook-explorer .attnx-bar-row{display:flex;align-items:center;gap:6px;font-size:12px;
+line-height:1.3}
+.attnbook-explorer .attnx-bar-key{flex:0 0 7em;width:7em;text-align:right;white-space:pre;
+overflow:hidden;text-overflow:ellipsis}
+.attnbook-explorer .attnx-bar-track{flex:1 1 auto;min-width:80px;height:12px;
+background:#e8e8e8;position:relative}
+.attnbook-explorer .attnx-bar-fill{display:block;height:100%;width:0}
+.attnbook-explorer .attnx-bar-val{flex:0 0 4.5em;text-align:right;
+font-variant-numeric:tabular-nums}
+""".strip().replace("\n", "")
+
+_SKELETON = _SKELETON.replace("{css}", _CSS)
+
+# The behaviour. Written without "//" comments (and without any "//" at all) so that the
+# fragment provably holds no protocol-relative URL; one function scope, no globals.
+_SCRIPT = r"""(function () {
+"use strict";
+var D = __DATA__;
+var root = document.getElementById(D.id);
+if (!root || root.getAttribute("data-attnx-ready") === "1") { return; }
+root.setAttribute("data-attnx-ready", "1");
+var NL = D.layers, NH = D.heads, L = D.rows, S = D.cols, W = D.w, SC = D.scale;
+var VMIN = D.vmin, VMAX = D.vmax, LUT = D.lut;
+var QT = D.tokens, KT = D.keys || D.tokens;
+var st = { layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
+var RGB = [];
+var k, i, j, h;
+for (k = 0; k < 256; k++) {
+  RGB.push([parseInt(LUT.substr(6 * k, 2), 16), parseInt(LUT.substr(6 * k + 2, 2), 16),
+            parseInt(LUT.substr(6 * k + 4, 2), 16)]);
+}
+function find(cls) { return root.querySelector("." + cls); }
+function make(tag, cls, text) {
+  var e = document.createElement(tag);
+  if (cls) { e.className = cls; }
+  if (text !== undefined) { e.textContent = text; }
+  return e;
+}
+function value(l, hd, r, c) { return W[((l * NH + hd) * L + r) * S + c] / SC; }
+function lutIndex(v, lo, hi) {
+  var t = (v - lo) / (hi - lo);
+  if (!(t > 0)) { t = 0; }
+  if (t > 1) { t = 1; }
+  return Math.floor(t * 255 + 0.5);
+}
+function span(l, hd) {
+  if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
+  var top = -Infinity, base = ((l * NH + hd) * L) * S;
+  for (var m = 0; m < L * S; m++) { top = Math.max(top, W[base + m] / SC); }
+  return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
+}
+function fmt(v) { return v.toFixed(4); }
+function tick(v) { return String(Number(v.toPrecision(3))); }
+function barWidth(v) {
+  var lo = Math.min(0, VMIN), t = (v - lo) / (VMAX - lo);
+  if (!(t > 0)) { t = 0; }
+  if (t > 1) { t = 1; }
+  return (100 * t).toFixed(2) + "%";
+}
+
+find("attnx-nojs").hidden = true;
+if (D.title) {
+  find("attnx-title").textContent = D.title;
+  find("attnx-title").hidden = false;
+  root.setAttribute("aria-label", "Attention explorer: " + D.title);
+}
+var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
+root.style.setProperty("--attnx-cell", size + "px");
+
+var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
+var scaleSel = find("attnx-scale");
+scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
+scaleSel.options[1].textContent = "stretched to each head's largest weight";
+function option(sel, val, text) {
+  var o = make("option", null, text);
+  o.value = String(val);
+  sel.appendChild(o);
+}
+for (i = 0; i < NL; i++) { option(layerSel, i, D.layerNames[i]); }
+for (i = 0; i < NH; i++) { option(headSel, i, D.headNames[i]); }
+option(querySel, -1, "(none)");
+for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
+if (NL < 2) { find("attnx-ctl-layer").hidden = true; }
+if (NH < 2) { find("attnx-ctl-head").hidden = true; }
+
+var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
+var hrow = make("div", "attnx-row attnx-colheads");
+hrow.setAttribute("role", "row");
+var corner = make("div", "attnx-corner", "query \u2193 key \u2192");
+corner.setAttribute("role", "columnheader");
+hrow.appendChild(corner);
+for (j = 0; j < S; j++) {
+  var ch = make("div", "attnx-colhead");
+  ch.setAttribute("role", "columnheader");
+  ch.title = KT[j];
+  ch.appendChild(make("span", "attnx-vtext", KT[j]));
+  colheads.push(ch);
+  hrow.appendChild(ch);
+}
+grid.appendChild(hrow);
+for (i = 0; i < L; i++) {
+  var row = make("div", "attnx-row");
+  row.setAttribute("role", "row");
+  var rh = make("div", "attnx-rowhead");
+  rh.setAttribute("role", "rowheader");
+  var qb = make("button", "attnx-qbtn", QT[i]);
+  qb.type = "button";
+  qb.tabIndex = -1;
+  qb.title = QT[i];
+  qb.setAttribute("data-q", String(i));
+  qb.setAttribute("aria-pressed", "false");
+  qbtns.push(qb);
+  rh.appendChild(qb);
+  row.appendChild(rh);
+  for (j = 0; j < S; j++) {
+    var c = make("div", "attnx-cell");
+    c.setAttribute("role", "gridcell");
+    c.tabIndex = (i === 0 && j === 0) ? 0 : -1;
+    c.setAttribute("data-q", String(i));
+    c.setAttribute("data-k", String(j));
+    cells.push(c);
+    row.appendChild(c);
+  }
+  grid.appendChild(row);
+}
+
+var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
+for (h = 0; h < NH; h++) {
+  var tile = make("button", "attnx-tile");
+  tile.type = "button";
+  tile.setAttribute("data-h", String(h));
+  tile.setAttribute("aria-pressed", "false");
+  tile.setAttribute("aria-label", D.headNames[h]);
+  var cv = document.createElement("canvas");
+  cv.width = S;
+  cv.height = L;
+  cv.setAttribute("aria-hidden", "true");
+  cv.style.height = Math.max(8, Math.round(60 * L / S)) + "px";
+  tile.appendChild(cv);
+  tile.appendChild(make("span", "attnx-tile-label", D.headNames[h]));
+  tiles.push(tile);
+  canvases.push(cv);
+  ov.appendChild(tile);
+}
+if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
+
+var stops = [];
+for (k = 0; k <= 16; k++) {
+  stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
+}
+find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
+
+var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+for (j = 0; j < S; j++) {
+  var br = make("div", "attnx-bar-row");
+  br.setAttribute("role", "listitem");
+  var fill = make("span", "attnx-bar-fill");
+  fill.style.backgroundColor = D.bar;
+  var track = make("span", "attnx-bar-track");
+  track.appendChild(fill);
+  var bv = make("span", "attnx-bar-val");
+  var bk = make("span", "attnx-bar-key", KT[j]);
+  bk.title = KT[j];
+  br.appendChild(bk);
+  br.appendChild(track);
+  br.appendChild(bv);
+  bars.push([fill, bv]);
+  barsList.appendChild(br);
+}
+
+var out = {
+  hint: find("attnx-r-hint"), body: find("attnx-r-body"), q: find("attnx-r-q"),
+  i: find("attnx-r-i"), k: find("attnx-r-k"), j: find("attnx-r-j"), w: find("attnx-r-w"),
+  where: find("attnx-r-where")
+};
+function where() { return "(" + D.layerNames[st.layer] + ", " + D.headNames[st.head] + ")"; }
+function show(r, c) {
+  if (st.shown) {
+    qbtns[st.shown[0]].classList.remove("attnx-hl");
+    colheads[st.shown[1]].classList.remove("attnx-hl");
+  }
+  st.shown = [r, c];
+  qbtns[r].classList.add("attnx-hl");
+  colheads[c].classList.add("attnx-hl");
+  out.q.textContent = QT[r];
+  out.i.textContent = String(r);
+  out.k.textContent = KT[c];
+  out.j.textContent = String(c);
+  out.w.textContent = fmt(value(st.layer, st.head, r, c));
+  out.where.textContent = where();
+  out.hint.hidden = true;
+  out.body.hidden = false;
+}
+function drawBars() {
+  var r = st.query;
+  for (var m = 0; m < qbtns.length; m++) {
+    qbtns[m].setAttribute("aria-pressed", m === r ? "true" : "false");
+  }
+  querySel.value = String(r);
+  if (r < 0) { barsList.hidden = true; return; }
+  barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") attends to, in " +
+    D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
+  for (var c = 0; c < S; c++) {
+    var v = value(st.layer, st.head, r, c);
+    bars[c][0].style.width = barWidth(v);
+    bars[c][1].textContent = fmt(v);
+  }
+  barsList.hidden = false;
+}
+function selectQuery(r) { st.query = r; drawBars(); }
+function drawTiles() {
+  for (var hd = 0; hd < NH; hd++) {
+    var ctx = canvases[hd].getContext("2d");
+    if (!ctx) { continue; }
+    var img = ctx.createImageData(S, L), px = img.data, p = 0, lh = span(st.layer, hd);
+    for (var r = 0; r < L; r++) {
+      for (var c = 0; c < S; c++) {
+        var rgb = RGB[lutIndex(value(st.layer, hd, r, c), lh[0], lh[1])];
+        px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
+        p += 4;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+  }
+}
+function paint() {
+  var m = 0, lh = span(st.layer, st.head);
+  find("attnx-cbar-lo").textContent = tick(lh[0]);
+  find("attnx-cbar-hi").textContent = tick(lh[1]);
+  for (var r = 0; r < L; r++) {
+    for (var c = 0; c < S; c++, m++) {
+      var v = value(st.layer, st.head, r, c), s = fmt(v);
+      cells[m].style.backgroundColor = "#" + LUT.substr(6 * lutIndex(v, lh[0], lh[1]), 6);
+      cells[m].setAttribute("data-w", s);
+      cells[m].setAttribute("aria-label", "query " + QT[r] + ", key " + KT[c] + ": " + s);
+    }
+  }
+  for (var hd = 0; hd < NH; hd++) {
+    tiles[hd].setAttribute("aria-pressed", hd === st.head ? "true" : "false");
+  }
+  var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head];
+  find("attnx-caption").textContent = cap;
+  grid.setAttribute("aria-label", "Attention weights of " + cap +
+    ": rows are queries (attending from), columns are keys (attended to)");
+  layerSel.value = String(st.layer);
+  headSel.value = String(st.head);
+  if (st.shown) { show(st.shown[0], st.shown[1]); }
+  drawBars();
+}
+function setHead(hd) { st.head = hd; paint(); }
+function setLayer(l) { st.layer = l; drawTiles(); paint(); }
+function activate(r, c) {
+  cells[st.row * S + st.col].tabIndex = -1;
+  st.row = r;
+  st.col = c;
+  cells[r * S + c].tabIndex = 0;
+}
+function cellOf(target) {
+  var c = target && target.closest ? target.closest(".attnx-cell") : null;
+  return c && grid.contains(c) ? c : null;
+}
+function rc(c) { return [Number(c.getAttribute("data-q")), Number(c.getAttribute("data-k"))]; }
+
+layerSel.addEventListener("change", function () { setLayer(Number(layerSel.value)); });
+headSel.addEventListener("change", function () { setHead(Number(headSel.value)); });
+scaleSel.addEventListener("change", function () { drawTiles(); paint(); });
+querySel.addEventListener("change", function () { selectQuery(Number(querySel.value)); });
+toggle.addEventListener("click", function () {
+  var open = ov.hidden;
+  ov.hidden = !open;
+  toggle.setAttribute("aria-expanded", open ? "true" : "false");
+});
+ov.addEventListener("click", function (e) {
+  var t = e.target.closest ? e.target.closest(".attnx-tile") : null;
+  if (t && ov.contains(t)) { setHead(Number(t.getAttribute("data-h"))); }
+});
+grid.addEventListener("mouseover", function (e) {
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); show(p[0], p[1]); }
+});
+grid.addEventListener("focusin", function (e) {
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); activate(p[0], p[1]); show(p[0], p[1]); }
+});
+grid.addEventListener("click", function (e) {
+  var b = e.target.closest ? e.target.closest(".attnx-qbtn") : null;
+  if (b && grid.contains(b)) { selectQuery(Number(b.getAttribute("data-q"))); return; }
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); c.focus(); selectQuery(p[0]); }
+});
+grid.addEventListener("keydown", function (e) {
+  var c = cellOf(e.target);
+  if (!c) { return; }
+  var p = rc(c), r = p[0], col = p[1];
+  switch (e.key) {
+    case "ArrowRight": col = Math.min(S - 1, col + 1); break;
+    case "ArrowLeft": col = Math.max(0, col - 1); break;
+    case "ArrowDown": r = Math.min(L - 1, r + 1); break;
+    case "ArrowUp": r = Math.max(0, r - 1); break;
+    case "Home": col = 0; if (e.ctrlKey) { r = 0; } break;
+    case "End": col = S - 1; if (e.ctrlKey) { r = L - 1; } break;
+    case "PageUp": r = 0; break;
+    case "PageDown": r = L - 1; break;
+    case "Enter": case " ": e.preventDefault(); selectQuery(r); return;
+    case "Escape": selectQuery(-1); return;
+    default: return;
+  }
+  e.preventDefault();
+  activate(r, col);
+  cells[r * S + col].focus();
+});
+
+drawTiles();
+paint();
+})();"""

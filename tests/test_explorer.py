@@ -1,0 +1,537 @@
+"""``attnbook.explorer``: the self-contained HTML attention viewer, statically and in Chromium.
+
+The Chromium tests load the fragment into a minimal page with ``page.set_content`` (or a file
+written by ``save``) and drive it like a reader: mouse, keyboard, the layer and head controls,
+the overview of all heads. Waits are Playwright's auto-waiting ``expect``, never sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from playwright.sync_api import expect
+
+from attnbook.explorer import AttentionExplorer, explore, weight_colour
+
+#: Generous: the machine is small and shared.
+TIMEOUT = 20_000
+
+MALICIOUS = "<img src=x onerror=alert(1)>"
+CLOSER = "</script><script>alert(2)</script>"
+TOKENS = ["[CLS]", "the", "cat", "sat", "down"]
+
+
+def softmax_weights(*shape: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.softmax(2.5 * torch.randn(*shape, generator=gen), dim=-1)
+
+
+#: (layers, heads, L, S) = (2, 3, 5, 5); rows sum to 1.
+WEIGHTS = softmax_weights(2, 3, 5, 5)
+
+
+def fmt(value: float | torch.Tensor) -> str:
+    return f"{float(value):.4f}"
+
+
+def rgb(weight: float | torch.Tensor, vmin: float = 0.0, vmax: float = 1.0) -> str:
+    """The CSS computed colour the explorer gives a cell of ``weight`` (fixed scale)."""
+    code = weight_colour(float(np.rint(float(weight) * 10_000)) / 10_000, vmin, vmax)
+    r, g, b = (int(code[k:k + 2], 16) for k in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def root_id(fragment: str) -> str:
+    match = re.match(r'<div class="attnbook-explorer" id="(attnx-[0-9a-z-]+)"', fragment)
+    assert match, fragment[:200]
+    return match.group(1)
+
+
+def document(*fragments: str, html_attrs: str = "", head: str = "") -> str:
+    return (f"<!DOCTYPE html><html lang=\"en\" {html_attrs}><head><meta charset=\"utf-8\">"
+            f"<title>explorer test</title>{head}</head><body>{''.join(fragments)}</body></html>")
+
+
+def script_data(fragment: str) -> dict:
+    """The JSON the script carries, parsed back."""
+    match = re.search(r"var D = (\{.*?\});\nvar root", fragment, re.S)
+    assert match
+    return json.loads(match.group(1))
+
+
+# ------------------------------------------------------------------- the fragment itself
+
+
+def test_fragment_is_self_contained_and_fetches_nothing():
+    tokens = ["https://example.org/a.js", "//cdn.example", "http://x.y", "a", "b"]
+    fragment = explore(softmax_weights(2, 2, 5, 5), tokens, title="http://x")._repr_html_()
+    assert fragment.startswith('<div class="attnbook-explorer"')
+    assert fragment.endswith("</div>")
+    assert "//" not in fragment  # no http://, https:// or protocol-relative URL, no JS comment
+    assert "http://" not in fragment and "https://" not in fragment
+    assert re.search(r"<[^>]*\s(src|href|srcset|action|data)\s*=", fragment) is None
+    assert "<script src" not in fragment.lower() and "<link" not in fragment.lower()
+    assert "@import" not in fragment and "url(" not in fragment
+    assert "require" not in fragment and "import(" not in fragment
+    assert fragment.count("<script>") == 1 and fragment.count("<script") == 1
+    assert fragment.count("<style>") == 1
+    # The tokens are there as data all the same.
+    assert script_data(fragment)["tokens"] == tokens
+    assert script_data(fragment)["title"] == "http://x"
+
+
+def test_css_is_scoped_under_the_root_class():
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
+    rules = [rule for rule in css.split("}") if rule.strip()]
+    assert len(rules) > 20
+    for rule in rules:
+        assert "{" in rule and "@" not in rule, rule
+        for selector in rule.split("{")[0].split(","):
+            assert selector.strip().startswith(".attnbook-explorer"), selector
+
+
+def test_fragment_size_for_six_layers_of_twelve_heads(record_property):
+    fragment = explore(softmax_weights(6, 12, 15, 15), [f"tok{i}" for i in range(15)],
+                       title="MiniLM-sized")._repr_html_()
+    size = len(fragment.encode("utf-8"))
+    record_property("fragment_kB", round(size / 1000, 1))
+    assert size < 100_000, f"{size / 1000:.1f} kB"
+    # 4 decimals: every one of the 16200 weights travels as an integer of ten-thousandths.
+    data = script_data(fragment)
+    assert len(data["w"]) == 6 * 12 * 15 * 15
+    assert all(isinstance(v, int) for v in data["w"])
+
+
+def test_data_round_trips_to_four_decimals():
+    explorer = explore(WEIGHTS, TOKENS)
+    data = script_data(explorer.to_html())
+    values = np.asarray(data["w"], dtype=np.float64).reshape(2, 3, 5, 5) / data["scale"]
+    np.testing.assert_allclose(values, WEIGHTS.double().numpy(), atol=0.5e-4 + 1e-12)
+    assert (data["layers"], data["heads"], data["rows"], data["cols"]) == (2, 3, 5, 5)
+    assert explorer.shape == (2, 3, 5, 5)
+
+
+def test_every_fragment_gets_a_fresh_id():
+    explorer = explore(WEIGHTS, TOKENS)
+    first, second = explorer._repr_html_(), explorer._repr_html_()
+    assert root_id(first) != root_id(second)
+    ids = re.findall(r'\sid="([^"]+)"', first)
+    assert len(ids) == len(set(ids)) and all(i.startswith(root_id(first)) for i in ids)
+
+
+def test_tokens_are_escaped_in_the_source():
+    tokens = ["a", MALICIOUS, CLOSER, "x & y", "<!--"]
+    fragment = explore(WEIGHTS[0], tokens)._repr_html_()
+    assert "<img" not in fragment
+    assert fragment.count("</script>") == 1 and fragment.count("<script") == 1
+    assert "<!--" not in fragment and "alert(1)>" not in fragment and "x & y" not in fragment
+    assert "\\u003cimg src=x onerror=alert(1)\\u003e" in fragment
+    assert "\\u003c\\/script\\u003e\\u003cscript\\u003ealert(2)" in fragment
+    assert script_data(fragment)["tokens"] == tokens
+
+
+def test_save_writes_a_standalone_document(tmp_path):
+    path = explore(WEIGHTS, TOKENS, title="A <b>title</b>").save(tmp_path / "x.html")
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert '<meta charset="utf-8">' in text
+    assert "<title>A &lt;b&gt;title&lt;/b&gt;</title>" in text
+    assert text.count('<div class="attnbook-explorer"') == 1
+    assert "//" not in text and "<link" not in text
+
+
+def test_the_package_exposes_the_module():
+    import attnbook
+
+    assert "explorer" in dir(attnbook)
+    assert attnbook.explorer.explore is explore
+
+
+# ------------------------------------------------------------------------- bad input
+
+BAD_INPUTS = [
+    pytest.param(lambda: explore([[0.5, 0.5], [0.5, 0.5]], ["a", "b"]), TypeError,
+                 ["weights must be a torch.Tensor or numpy.ndarray", "got list"], id="list"),
+    pytest.param(lambda: explore(np.array([["a", "b"], ["c", "d"]]), ["a", "b"]), TypeError,
+                 ["weights must hold real numbers", "dtype <U1"], id="string-array"),
+    pytest.param(lambda: explore(torch.ones(2, 2, dtype=torch.complex64), ["a", "b"]),
+                 TypeError, ["weights must hold real numbers", "complex64"], id="complex"),
+    pytest.param(lambda: explore(torch.ones(9), ["a"] * 9), ValueError,
+                 ["weights must have 2, 3 or 4 dimensions", "got 1 dimension with shape (9,)"],
+                 id="1-D"),
+    pytest.param(lambda: explore(torch.ones(2, 2, 2, 3, 3), ["a"] * 3), ValueError,
+                 ["weights must have 2, 3 or 4 dimensions", "got 5 dimensions",
+                  "(2, 2, 2, 3, 3)"], id="5-D"),
+    pytest.param(lambda: explore(torch.ones(0, 0), []), ValueError,
+                 ["weights must not be empty", "(0, 0)"], id="empty"),
+    pytest.param(lambda: explore(torch.rand(7, 9), ["a"] * 7), ValueError,
+                 ["weights are not square", "L = 7 query rows", "S = 9 key columns",
+                  "key_tokens"], id="not-square"),
+    pytest.param(lambda: explore(torch.rand(9, 9), ["a"] * 7), ValueError,
+                 ["tokens has 7 entries but the weights have L = 9 query rows"],
+                 id="tokens-length"),
+    pytest.param(lambda: explore(torch.rand(2, 7, 9), ["a"] * 7, key_tokens=["k"] * 8),
+                 ValueError, ["key_tokens has 8 entries but the weights have S = 9 key columns"],
+                 id="key-tokens-length"),
+    pytest.param(lambda: explore(torch.rand(3, 2, 4, 4), ["a"] * 4, layer_names=["l"] * 5),
+                 ValueError, ["layer_names has 5 entries but the weights have 3 layers"],
+                 id="layer-names-length"),
+    pytest.param(lambda: explore(torch.rand(3, 2, 4, 4), ["a"] * 4, head_names=["h"] * 5),
+                 ValueError, ["head_names has 5 entries but the weights have 2 heads per layer"],
+                 id="head-names-length"),
+    pytest.param(lambda: explore(torch.rand(2, 4, 4), ["a"] * 4, layer_names=["x", "y"]),
+                 ValueError, ["layer_names has 2 entries but the weights have 1 layer"],
+                 id="layer-names-of-3-D"),
+    pytest.param(lambda: explore(torch.rand(4, 4), "abcd"), TypeError,
+                 ["tokens must be a sequence of strings, not one str"], id="tokens-str"),
+    pytest.param(lambda: explore(torch.rand(4, 4), 4), TypeError,
+                 ["tokens must be a sequence of strings, got int"], id="tokens-int"),
+    pytest.param(lambda: explore(torch.rand(4, 4), ["a"] * 4, title=3), TypeError,
+                 ["title must be a string or None, got int"], id="title"),
+    pytest.param(lambda: explore(torch.rand(4, 4).index_put_((torch.tensor([1]),
+                                                              torch.tensor([2])),
+                                                             torch.tensor(float("nan"))),
+                                 ["a"] * 4), ValueError,
+                 ["weights must be finite", "1 of their 16 values",
+                  "(layer, head, query, key) = (0, 0, 1, 2)"], id="nan"),
+    pytest.param(lambda: explore(np.full((2, 3, 3), np.inf), ["a"] * 3), ValueError,
+                 ["weights must be finite", "18 of their 18 values"], id="inf"),
+    pytest.param(lambda: explore(torch.rand(4, 4), ["a"] * 4, vmin=1.0, vmax=0.5), ValueError,
+                 ["vmin must be below vmax", "vmin = 1.0 and vmax = 0.5"], id="vmin-vmax"),
+]
+
+
+@pytest.mark.parametrize(("make", "error", "fragments"), BAD_INPUTS)
+def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragments):
+    def no_html(self):
+        raise AssertionError("HTML was built for bad input")
+
+    monkeypatch.setattr(AttentionExplorer, "to_html", no_html)
+    with pytest.raises(error) as caught:
+        make()
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+# ------------------------------------------------------------------------- Chromium
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab that records page errors, dialogs and requests, and checks them at the end."""
+    context = browser.new_context(viewport={"width": 1200, "height": 1000})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT)
+    seen: dict[str, list[str]] = {"errors": [], "dialogs": [], "requests": []}
+    tab.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    tab.on("console", lambda msg: msg.type == "error" and seen["errors"].append(msg.text))
+    tab.on("request", lambda request: seen["requests"].append(request.url))
+
+    def on_dialog(dialog):
+        seen["dialogs"].append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", on_dialog)
+    tab.seen = seen
+    yield tab
+    context.close()
+    assert not seen["errors"], seen["errors"]
+    assert not seen["dialogs"], seen["dialogs"]
+
+
+def show(tab, *fragments: str, **kwargs: str) -> None:
+    tab.set_content(document(*fragments, **kwargs))
+    for fragment in fragments:
+        expect(tab.locator(f"#{root_id(fragment)}")).to_have_attribute(
+            "data-attnx-ready", "1", timeout=TIMEOUT)
+
+
+def cell(root, i: int, j: int):
+    return root.locator(f'.attnx-cell[data-q="{i}"][data-k="{j}"]')
+
+
+def background(locator) -> str:
+    return locator.evaluate("e => getComputedStyle(e).backgroundColor")
+
+
+@pytest.mark.browser
+def test_malicious_tokens_are_shown_as_text(page):
+    tokens = ["a", MALICIOUS, CLOSER, "x & y", "<!--"]
+    fragment = explore(WEIGHTS[0], tokens)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    expect(root.locator(".attnx-qbtn")).to_have_text(tokens, timeout=TIMEOUT)
+    expect(root.locator(".attnx-colhead")).to_have_text(tokens, timeout=TIMEOUT)
+    cell(root, 1, 2).hover()
+    expect(root.locator(".attnx-r-q")).to_have_text(MALICIOUS, timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-k")).to_have_text(CLOSER, timeout=TIMEOUT)
+    root.locator(".attnx-qbtn").nth(1).click()
+    expect(root.locator(".attnx-bar-key")).to_have_text(tokens, timeout=TIMEOUT)
+    assert MALICIOUS in root.locator(".attnx-bars-title").text_content()
+    assert page.locator("img").count() == 0
+    assert page.locator("script").count() == 1
+    assert page.evaluate("() => typeof window.alert") == "function"
+    assert page.seen["dialogs"] == [] and page.seen["requests"] == []
+
+
+@pytest.mark.browser
+def test_picking_another_head_or_layer_changes_the_map(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    # A cell whose colour differs in (layer 0, head 0), (0, 2) and (1, 2).
+    i, j = next((i, j) for i in range(5) for j in range(5)
+                if len({rgb(WEIGHTS[0, 0, i, j]), rgb(WEIGHTS[0, 2, i, j]),
+                        rgb(WEIGHTS[1, 2, i, j])}) == 3)
+    target = cell(root, i, j)
+    assert background(target) == rgb(WEIGHTS[0, 0, i, j])
+    assert target.get_attribute("data-w") == fmt(WEIGHTS[0, 0, i, j])
+
+    root.get_by_label("Head", exact=True).select_option("2")
+    expect(target).to_have_css("background-color", rgb(WEIGHTS[0, 2, i, j]), timeout=TIMEOUT)
+    expect(target).to_have_attribute("data-w", fmt(WEIGHTS[0, 2, i, j]), timeout=TIMEOUT)
+    expect(root.locator(".attnx-caption")).to_have_text("layer 0, head 2", timeout=TIMEOUT)
+
+    root.get_by_label("Layer", exact=True).select_option("1")
+    expect(target).to_have_css("background-color", rgb(WEIGHTS[1, 2, i, j]), timeout=TIMEOUT)
+    for i in range(5):
+        for j in range(5):
+            assert background(cell(root, i, j)) == rgb(WEIGHTS[1, 2, i, j])
+
+
+@pytest.mark.browser
+def test_stretched_colours_use_the_head_maximum(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    top = float(np.rint(WEIGHTS[0, 0].max().item() * 10_000) / 10_000)
+    root.get_by_label("Colours").select_option("head")
+    expect(cell(root, 0, 0)).to_have_css("background-color", rgb(WEIGHTS[0, 0, 0, 0], 0, top),
+                                         timeout=TIMEOUT)
+    expect(root.locator(".attnx-cbar-hi")).to_have_text(f"{top:.3g}", timeout=TIMEOUT)
+
+
+@pytest.mark.browser
+def test_hovering_a_cell_shows_its_exact_weight(page):
+    fragment = explore(WEIGHTS, TOKENS, layer_names=["L-a", "L-b"])._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    readout = root.locator(".attnx-readout")
+    assert readout.get_attribute("aria-live") == "polite"
+    for i, j in [(3, 1), (0, 4)]:
+        cell(root, i, j).hover()
+        expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 0, i, j]),
+                                                        timeout=TIMEOUT)
+        expect(root.locator(".attnx-r-q")).to_have_text(TOKENS[i], timeout=TIMEOUT)
+        expect(root.locator(".attnx-r-k")).to_have_text(TOKENS[j], timeout=TIMEOUT)
+        expect(root.locator(".attnx-r-where")).to_have_text("(L-a, head 0)", timeout=TIMEOUT)
+    assert "weight " + fmt(WEIGHTS[0, 0, 0, 4]) in readout.text_content()
+
+
+@pytest.mark.browser
+def test_keyboard_moves_a_roving_focus_over_the_cells(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    assert root.locator('.attnx-cell[tabindex="0"]').count() == 1
+    cell(root, 2, 1).focus()
+    expect(root.locator(".attnx-r-k")).to_have_text(TOKENS[1], timeout=TIMEOUT)
+
+    page.keyboard.press("ArrowRight")
+    expect(root.locator(".attnx-r-k")).to_have_text(TOKENS[2], timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 0, 2, 2]), timeout=TIMEOUT)
+    expect(cell(root, 2, 2)).to_be_focused(timeout=TIMEOUT)
+    page.keyboard.press("ArrowDown")
+    expect(cell(root, 3, 2)).to_be_focused(timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-q")).to_have_text(TOKENS[3], timeout=TIMEOUT)
+    page.keyboard.press("End")
+    expect(cell(root, 3, 4)).to_be_focused(timeout=TIMEOUT)
+    page.keyboard.press("ArrowRight")  # already in the last column: stays
+    expect(cell(root, 3, 4)).to_be_focused(timeout=TIMEOUT)
+
+    # Roving tabindex: only the active cell is in the tab order.
+    focusable = root.locator('.attnx-cell[tabindex="0"]')
+    expect(focusable).to_have_count(1, timeout=TIMEOUT)
+    assert focusable.get_attribute("data-q") == "3" and focusable.get_attribute("data-k") == "4"
+    outline = page.evaluate(
+        "() => { const s = getComputedStyle(document.activeElement);"
+        " return [s.outlineStyle, parseFloat(s.outlineWidth)]; }")
+    assert outline[0] == "solid" and outline[1] >= 2
+
+    page.keyboard.press("Enter")
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(WEIGHTS[0, 0, 3, j]) for j in range(5)], timeout=TIMEOUT)
+
+
+@pytest.mark.browser
+def test_selecting_a_query_shows_its_row_as_bars(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    bars = root.locator(".attnx-bars-list")
+    expect(bars).to_be_hidden(timeout=TIMEOUT)
+
+    label = root.locator(".attnx-qbtn").nth(3)
+    label.click()
+    expect(bars).to_be_visible(timeout=TIMEOUT)
+    expect(label).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
+    expect(root.get_by_label("Query token")).to_have_value("3", timeout=TIMEOUT)
+    expect(root.locator(".attnx-bar-key")).to_have_text(TOKENS, timeout=TIMEOUT)
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(WEIGHTS[0, 0, 3, j]) for j in range(5)], timeout=TIMEOUT)
+    widths = root.locator(".attnx-bar-fill").evaluate_all("es => es.map(e => e.style.width)")
+    assert all(width.endswith("%") for width in widths)
+    assert [float(width[:-1]) for width in widths] == pytest.approx(
+        [100 * float(fmt(WEIGHTS[0, 0, 3, j])) for j in range(5)], abs=0.006)
+
+    root.get_by_label("Head", exact=True).select_option("1")
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(WEIGHTS[0, 1, 3, j]) for j in range(5)], timeout=TIMEOUT)
+    root.get_by_label("Query token").select_option("0")
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(WEIGHTS[0, 1, 0, j]) for j in range(5)], timeout=TIMEOUT)
+
+
+@pytest.mark.browser
+def test_overview_shows_every_head_and_clicking_one_selects_it(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    tiles = root.locator(".attnx-tile")
+    expect(tiles).to_have_count(3, timeout=TIMEOUT)
+    expect(tiles.nth(0)).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
+
+    def tile_pixel(h: int, i: int, j: int) -> str:
+        r, g, b = tiles.nth(h).locator("canvas").evaluate(
+            f"c => Array.from(c.getContext('2d').getImageData({j}, {i}, 1, 1).data.slice(0, 3))")
+        return f"rgb({r}, {g}, {b})"
+
+    for h in range(3):
+        assert tile_pixel(h, 1, 3) == rgb(WEIGHTS[0, h, 1, 3])
+
+    tiles.nth(2).click()
+    expect(root.get_by_label("Head", exact=True)).to_have_value("2", timeout=TIMEOUT)
+    expect(tiles.nth(2)).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
+    expect(tiles.nth(0)).to_have_attribute("aria-pressed", "false", timeout=TIMEOUT)
+    expect(cell(root, 1, 3)).to_have_css("background-color", rgb(WEIGHTS[0, 2, 1, 3]),
+                                         timeout=TIMEOUT)
+
+    root.get_by_label("Layer", exact=True).select_option("1")
+    expect(cell(root, 1, 3)).to_have_css("background-color", rgb(WEIGHTS[1, 2, 1, 3]),
+                                         timeout=TIMEOUT)
+    for h in range(3):
+        assert tile_pixel(h, 1, 3) == rgb(WEIGHTS[1, h, 1, 3])
+
+    toggle = root.get_by_role("button", name="All heads of this layer")
+    expect(toggle).to_have_attribute("aria-expanded", "true", timeout=TIMEOUT)
+    toggle.click()
+    expect(root.locator(".attnx-ov")).to_be_hidden(timeout=TIMEOUT)
+    expect(toggle).to_have_attribute("aria-expanded", "false", timeout=TIMEOUT)
+
+
+@pytest.mark.browser
+def test_two_explorers_on_one_page_do_not_interfere(page):
+    other = softmax_weights(1, 2, 4, 4, seed=1)
+    first = explore(WEIGHTS, TOKENS)
+    a, b, a_again = first._repr_html_(), explore(other, list("wxyz"))._repr_html_(), \
+        first._repr_html_()
+    show(page, a, b, a_again)
+    ids = page.evaluate("() => Array.from(document.querySelectorAll('[id]'), e => e.id)")
+    assert len(ids) == len(set(ids)) and len(ids) >= 3 * 6
+    root_a, root_b, root_c = (page.locator(f"#{root_id(f)}") for f in (a, b, a_again))
+
+    def colours(root) -> list[str]:
+        return root.locator(".attnx-cell").evaluate_all(
+            "es => es.map(e => getComputedStyle(e).backgroundColor)")
+
+    before_b, before_c = colours(root_b), colours(root_c)
+    assert before_b == [rgb(other[0, 0, i, j]) for i in range(4) for j in range(4)]
+
+    root_a.get_by_label("Head", exact=True).select_option("2")
+    root_a.locator(".attnx-tile").nth(1).click()
+    root_a.locator(".attnx-qbtn").nth(1).click()
+    cell(root_a, 2, 3).hover()
+    expect(root_a.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 1, 2, 3]), timeout=TIMEOUT)
+    expect(cell(root_a, 0, 0)).to_have_css("background-color", rgb(WEIGHTS[0, 1, 0, 0]),
+                                           timeout=TIMEOUT)
+    assert colours(root_b) == before_b and colours(root_c) == before_c
+    for root in (root_b, root_c):
+        expect(root.locator(".attnx-r-body")).to_be_hidden(timeout=TIMEOUT)
+        expect(root.locator(".attnx-bars-list")).to_be_hidden(timeout=TIMEOUT)
+        expect(root.get_by_label("Head", exact=True)).to_have_value("0", timeout=TIMEOUT)
+
+    # And the second explorer still works on its own data.
+    cell(root_b, 3, 0).hover()
+    expect(root_b.locator(".attnx-r-w")).to_have_text(fmt(other[0, 0, 3, 0]), timeout=TIMEOUT)
+    expect(root_b.locator(".attnx-r-k")).to_have_text("w", timeout=TIMEOUT)
+    assert root_a.locator(".attnx-r-w").text_content() == fmt(WEIGHTS[0, 1, 2, 3])
+    assert root_a.locator(".attnx-r-k").text_content() == TOKENS[3]
+
+
+@pytest.mark.browser
+def test_rectangular_maps_and_single_maps(page):
+    cross = softmax_weights(2, 3, 6, seed=2)  # (heads, L, S)
+    keys = ["k0", "k1", "k2", "k3", "k4", "k5"]
+    rect = explore(cross, ["q0", "q1", "q2"], key_tokens=keys)._repr_html_()
+    single = explore(WEIGHTS[1, 1], TOKENS, title="One map")._repr_html_()
+    show(page, rect, single)
+    root = page.locator(f"#{root_id(rect)}")
+    expect(root.locator(".attnx-cell")).to_have_count(18, timeout=TIMEOUT)
+    expect(root.locator(".attnx-colhead")).to_have_text(keys, timeout=TIMEOUT)
+    cell(root, 1, 5).hover()
+    expect(root.locator(".attnx-r-k")).to_have_text("k5", timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-q")).to_have_text("q1", timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-w")).to_have_text(fmt(cross[0, 1, 5]), timeout=TIMEOUT)
+    expect(root.locator(".attnx-ctl-layer")).to_be_hidden(timeout=TIMEOUT)
+    expect(root.locator(".attnx-tile")).to_have_count(2, timeout=TIMEOUT)
+
+    one = page.locator(f"#{root_id(single)}")
+    expect(one.locator(".attnx-title")).to_have_text("One map", timeout=TIMEOUT)
+    expect(one.locator(".attnx-ctl-head")).to_be_hidden(timeout=TIMEOUT)
+    expect(one.locator(".attnx-ov")).to_be_hidden(timeout=TIMEOUT)
+    assert background(cell(one, 4, 0)) == rgb(WEIGHTS[1, 1, 4, 0])
+
+
+@pytest.mark.browser
+def test_controls_are_labelled_and_the_panel_stays_light_in_dark_mode(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    theme = ("<style>body{background:#121212;color:#e0e0e0}"
+             "button,select{background:#2a2a2a;color:#eeeeee}label{color:#9ab}</style>")
+    show(page, fragment, html_attrs='data-theme="dark"', head=theme)
+    root = page.locator(f"#{root_id(fragment)}")
+    for name in ("Layer", "Head", "Query token", "Colours"):
+        control = root.get_by_label(name, exact=True)
+        expect(control).to_have_count(1, timeout=TIMEOUT)
+        assert control.evaluate("e => e.tagName") == "SELECT"
+    assert root.locator("[role=grid] [role=gridcell]").count() == 25
+
+    def luminance(css: str) -> float:
+        r, g, b = (int(x) for x in re.findall(r"\d+", css)[:3])
+        return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+    assert background(root) == "rgb(255, 255, 255)"
+    for selector in (".attnx-caption", ".attnx-readout", ".attnx-bars-title", "label",
+                     "select", ".attnx-toggle", ".attnx-qbtn"):
+        element = root.locator(selector).first
+        colour = element.evaluate("e => getComputedStyle(e).color")
+        assert luminance(colour) < 0.3, (selector, colour)
+    for selector in ("select", ".attnx-toggle"):
+        element = root.locator(selector).first
+        assert luminance(background(element)) > 0.85, selector
+
+
+@pytest.mark.browser
+def test_saved_file_works_offline(page, tmp_path):
+    path = explore(WEIGHTS, TOKENS).save(tmp_path / "explorer.html")
+    page.goto(path.as_uri())
+    root = page.locator(".attnbook-explorer")
+    expect(root).to_have_attribute("data-attnx-ready", "1", timeout=TIMEOUT)
+    cell(root, 4, 4).hover()
+    expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 0, 4, 4]), timeout=TIMEOUT)
+    assert all(url.startswith("file:") for url in page.seen["requests"])
