@@ -13,7 +13,6 @@ PORT ?= 8000
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
-export MPLBACKEND := Agg
 
 .PHONY: help book test bench lint serve clean chromium
 
@@ -38,6 +37,7 @@ book: $(INSTALLED)
 	@echo "or run 'make serve' and visit http://localhost:$(PORT)"
 
 test: $(INSTALLED) chromium
+	$(BIN)/ruff check code tests benchmarks book/_ext
 	$(BIN)/python -m pytest
 
 chromium:

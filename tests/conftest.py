@@ -51,10 +51,16 @@ def toc_pages() -> list[str]:
     return pages
 
 
+def chapter_pages() -> list[str]:
+    """The numbered chapters: the pages of the parts whose TOC entry says ``numbered``."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [entry["file"] for part in toc.get("parts", []) if part.get("numbered")
+            for entry in part.get("chapters", [])]
+
+
 def run_build(*extra: str) -> subprocess.CompletedProcess[str]:
     """``jupyter-book build . -W -n --keep-going`` with this interpreter's environment."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "MPLBACKEND": "Agg"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [str(Path(sys.executable).with_name("jupyter-book")), "build", ".",
                "-W", "-n", "--keep-going", *extra]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,

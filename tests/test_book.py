@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import HTML, ROOT, run_build, toc_pages
+from conftest import HTML, ROOT, chapter_pages, run_build, toc_pages
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_sphinx  # noqa: E402
@@ -103,6 +103,26 @@ def test_internal_links_resolve(built_book: Path, page: str) -> None:
         if parts.fragment:
             target_html = target.read_text(encoding="utf-8")
             assert f'id="{parts.fragment}"' in target_html, f"{page}: anchor {href!r} missing"
+
+
+@pytest.mark.parametrize("page", chapter_pages())
+def test_every_chapter_has_its_parts(built_book: Path, page: str) -> None:
+    """Goals, predict prompts, figures with alt text, summary, exercises, references."""
+    html = soup(page)
+    main = html.select_one("main")
+    text = main.get_text(" ")
+    assert "Learning goals" in text, f"{page} has no learning goals"
+    assert text.count("Predict before you run") >= 2, f"{page}: fewer than 2 predict prompts"
+    figures = main.select("figure img")
+    assert figures, f"{page} has no figure"
+    for image in figures:
+        assert image.get("alt") and not image["alt"].endswith(".png"), f"{page}: {image}"
+    headings = [h.get_text(" ").strip().rstrip("#").strip() for h in main.select("h2")]
+    for section in ("Summary", "Exercises", "References"):
+        assert any(h.endswith(section) for h in headings), f"{page} has no {section} section"
+    assert len(main.select(".exercise")) >= 3, f"{page} has fewer than 3 exercises"
+    assert len(main.select(".solution")) >= 3, f"{page} has fewer than 3 solutions"
+    assert main.select('[role="doc-footnote"], aside.footnote'), f"{page} cites nothing"
 
 
 def test_glued_values_on_the_notation_page(built_book: Path) -> None:

@@ -93,10 +93,24 @@ def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
                     ignore=shutil.ignore_patterns(*unused))
 
 
+def forget_failed_build(app: Sphinx, exception: Exception | None) -> None:
+    """After a failed or warning build, make the next build read every page again.
+
+    Sphinx saves its environment even when a strict build fails, so a second run with no
+    change would read nothing, emit no warning and pass. (Executed outputs stay cached.)
+    """
+    if exception is not None or getattr(app, "_warncount", 0):
+        Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    # The kernels inherit this environment. A non-interactive MPLBACKEND such as Agg would
+    # stop matplotlib's inline backend, and every figure would vanish from the pages.
+    os.environ.pop("MPLBACKEND", None)
     # Run before myst-nb reads anything (config-inited precedes loading the environment).
     app.connect("config-inited", invalidate_stale_cache, priority=100)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", forget_failed_build)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
