@@ -535,3 +535,32 @@ def test_saved_file_works_offline(page, tmp_path):
     cell(root, 4, 4).hover()
     expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 0, 4, 4]), timeout=TIMEOUT)
     assert all(url.startswith("file:") for url in page.seen["requests"])
+
+
+@pytest.mark.browser
+def test_key_labels_sit_over_their_columns(page):
+    """Each key label is centred over its column of cells, whatever the fonts."""
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    heads = root.locator(".attnx-colhead")
+    expect(heads).to_have_count(len(TOKENS), timeout=TIMEOUT)
+    for j in range(len(TOKENS)):
+        head_box = heads.nth(j).bounding_box()
+        cell_box = cell(root, 0, j).bounding_box()
+        head_centre = head_box["x"] + head_box["width"] / 2
+        cell_centre = cell_box["x"] + cell_box["width"] / 2
+        assert abs(head_centre - cell_centre) < 1.0, (j, head_box, cell_box)
+
+
+@pytest.mark.browser
+def test_escape_clears_the_bars_from_a_row_label(page):
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    bars = root.locator(".attnx-bars-list")
+    label = root.locator(".attnx-qbtn").nth(2)
+    label.click()
+    expect(bars).to_be_visible(timeout=TIMEOUT)
+    label.press("Escape")
+    expect(bars).to_be_hidden(timeout=TIMEOUT)

@@ -228,8 +228,9 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
     has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
     if bool(has_key.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    # SDPA would average forbidden keys or return NaN on such rows; give them every key
-    # (finite values and gradients) and zero their output afterwards.
+    # Recent PyTorch (2.5 and later) returns zeros on such rows; older versions returned
+    # NaN. Do not depend on either: give those rows every key (finite values and
+    # gradients) and zero their output afterwards.
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, scale=scale)
     return output.masked_fill(~has_key, 0.0)
 

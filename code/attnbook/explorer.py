@@ -316,7 +316,7 @@ _CSS = r"""
 .attnbook-explorer{box-sizing:border-box;display:block;max-width:100%;margin:.75em 0;
 padding:12px 14px;background:#fff;color:#1a1a1a;color-scheme:light;border:1px solid #c8c8c8;
 border-radius:6px;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;
-text-align:left;overflow-x:auto;--attnx-cell:24px;--attnx-lab:8em}
+text-align:left;overflow-x:auto;--attnx-cell:24px;--attnx-lab:96px}
 .attnbook-explorer *,.attnbook-explorer *::before,.attnbook-explorer *::after{
 box-sizing:border-box;letter-spacing:normal;text-transform:none}
 .attnbook-explorer [hidden]{display:none !important}
@@ -682,6 +682,7 @@ grid.addEventListener("click", function (e) {
 });
 grid.addEventListener("keydown", function (e) {
   var c = cellOf(e.target);
+  if (e.key === "Escape") { selectQuery(-1); return; }
   if (!c) { return; }
   var p = rc(c), r = p[0], col = p[1];
   switch (e.key) {
@@ -694,7 +695,6 @@ grid.addEventListener("keydown", function (e) {
     case "PageUp": r = 0; break;
     case "PageDown": r = L - 1; break;
     case "Enter": case " ": e.preventDefault(); selectQuery(r); return;
-    case "Escape": selectQuery(-1); return;
     default: return;
   }
   e.preventDefault();
