@@ -37,7 +37,7 @@ book: $(INSTALLED)
 	@echo "or run 'make serve' and visit http://localhost:$(PORT)"
 
 test: $(INSTALLED) chromium
-	$(BIN)/ruff check code tests benchmarks book/_ext
+	$(BIN)/ruff check code tests exercises benchmarks book/_ext
 	$(BIN)/python -m pytest
 
 chromium:
@@ -55,7 +55,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/bench_attention.py
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check code tests benchmarks book/_ext
+	$(BIN)/ruff check code tests exercises benchmarks book/_ext
 
 serve:
 	@test -f $(BUILD)/html/index.html || { echo "Nothing built yet: run 'make book' first"; exit 1; }

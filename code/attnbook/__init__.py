@@ -7,6 +7,7 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
 - ``attnbook.plots``: the book's figure style and heatmaps
 - ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
+- ``attnbook.checks``: checkers for the exercises, run on a reader's code
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "explorer", "layers", "masks", "plots", "pretrained")
+_SUBMODULES = ("attention", "checks", "explorer", "layers", "masks", "plots", "pretrained")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -1,0 +1,1 @@
+"""Exercise of the chapter `attention-maps`: your code is in solution.py."""

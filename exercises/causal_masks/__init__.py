@@ -1,0 +1,1 @@
+"""Exercise of the chapter `causal-masks`: your code is in solution.py."""

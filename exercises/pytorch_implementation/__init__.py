@@ -1,0 +1,1 @@
+"""Exercise of the chapter `pytorch-implementation`: your code is in solution.py."""

@@ -1,0 +1,1 @@
+"""Exercise of the chapter `scaling`: your code is in solution.py."""

@@ -1,0 +1,1 @@
+"""Exercise of the chapter `static-embeddings`: your code is in solution.py."""

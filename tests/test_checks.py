@@ -1,0 +1,506 @@
+"""``attnbook.checks``: right answers pass, typical wrong ones fail with a teacher's message.
+
+Each checker must pass the package's own implementation, print exactly one line, name the
+first failing check with what was expected, what came back and a hint, report the reader's
+exceptions as theirs, leave the reader's objects (and the global random state) alone, and
+refuse arguments of the wrong kind with a TypeError that names them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbook.attention import masked_softmax, raw_self_attention
+from attnbook.checks import (
+    ExerciseCheckError,
+    check_batched_raw_attention,
+    check_masked_softmax,
+    check_nearest_by_cosine,
+    check_row_entropy,
+    check_simple_attention,
+    check_split_merge_heads,
+    check_stable_softmax,
+)
+from attnbook.layers import MultiHeadAttention, SimpleAttention
+
+# ------------------------------------------------------------------ right answers, by hand
+
+
+def nearest_by_cosine(table, query, k, exclude=None):
+    cosines = (table / table.norm(dim=1, keepdim=True)) @ (query / query.norm())  # (V,)
+    if exclude is not None:
+        cosines[exclude] = float("-inf")
+    values, ids = cosines.topk(k)
+    return ids, values
+
+
+def batched_raw_attention(x):
+    weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)  # (B, L, L)
+    return weights @ x, weights
+
+
+def stable_softmax(scores):
+    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def row_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+
+
+class MySimpleAttention(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.query = nn.Linear(n_embd, n_embd)
+        self.key = nn.Linear(n_embd, n_embd)
+        self.value = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)  # (..., L, L)
+        return weights @ v, weights
+
+
+def my_masked_softmax(scores, mask):
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
+    weights = torch.softmax(scores.masked_fill(~(mask | ~has_key), float("-inf")), dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+
+
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)  # (B, h, L, d)
+
+
+def merge_heads(heads):
+    B, h, L, d_head = heads.shape
+    return heads.transpose(1, 2).reshape(B, L, h * d_head)  # (B, L, h * d)
+
+
+# ----------------------------------------------------------------------- typical mistakes
+
+
+def nearest_by_dot_product(table, query, k, exclude=None):
+    scores = table @ query
+    if exclude is not None:
+        scores[exclude] = float("-inf")
+    values, ids = scores.topk(k)
+    return ids, values / (table.norm(dim=1)[ids] * query.norm())
+
+
+def nearest_least_similar_first(table, query, k, exclude=None):
+    ids, values = nearest_by_cosine(table, query, k, exclude)
+    return ids.flip(0), values.flip(0)
+
+
+def nearest_ignoring_exclude(table, query, k, exclude=None):
+    return nearest_by_cosine(table, query, k)
+
+
+def nearest_query_not_normalised(table, query, k, exclude=None):
+    ids, _ = nearest_by_cosine(table, query, k, exclude)
+    return ids, ((table / table.norm(dim=1, keepdim=True)) @ query)[ids]
+
+
+def raw_attention_scaled(x):
+    weights = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1)
+    return weights @ x, weights
+
+
+def raw_attention_over_queries(x):
+    weights = torch.softmax(x @ x.transpose(-2, -1), dim=1)
+    return weights @ x, weights
+
+
+def raw_attention_swapped(x):
+    output, weights = batched_raw_attention(x)
+    return weights, output
+
+
+def raw_attention_dot_t(x):
+    weights = torch.softmax(x @ x.permute(2, 1, 0), dim=-1)  # what x.T does to a 3-D tensor
+    return weights @ x, weights
+
+
+def naive_softmax(scores):
+    exps = torch.exp(scores)
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_global_max(scores):
+    exps = torch.exp(scores - scores.max())
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_in_float32(scores):
+    return stable_softmax(scores.float())
+
+
+def softmax_in_place(scores):
+    scores -= scores.amax(dim=-1, keepdim=True)
+    exps = scores.exp()
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_over_dim_0(scores):
+    return stable_softmax(scores.transpose(0, -1)).transpose(0, -1)
+
+
+def entropy_with_log(weights):
+    return -(weights * weights.log()).sum(dim=-1)
+
+
+def entropy_in_bits(weights):
+    return -(torch.special.xlogy(weights, weights) / math.log(2)).sum(dim=-1)
+
+
+def entropy_without_minus(weights):
+    return torch.special.xlogy(weights, weights).sum(dim=-1)
+
+
+def entropy_keepdim(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1, keepdim=True)
+
+
+class ScaledAttention(MySimpleAttention):
+    def forward(self, x):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        return weights @ v, weights
+
+
+class BatchOnlyAttention(MySimpleAttention):
+    def forward(self, x):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        weights = torch.softmax(q @ k.transpose(1, 2), dim=-1)
+        return weights @ v, weights
+
+
+class MixesInputs(MySimpleAttention):
+    def forward(self, x):
+        _, weights = super().forward(x)
+        return weights @ x, weights
+
+
+class OutputOnly(MySimpleAttention):
+    def forward(self, x):
+        return super().forward(x)[0]
+
+
+class NoGradient(MySimpleAttention):
+    def forward(self, x):
+        with torch.no_grad():
+            return super().forward(x)
+
+
+class OtherNames(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.W_q = nn.Linear(n_embd, n_embd)
+        self.W_k = nn.Linear(n_embd, n_embd)
+        self.W_v = nn.Linear(n_embd, n_embd)
+
+
+def masked_fill_minus_1e9(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+
+
+def masked_nan_rows(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def masked_wrong_polarity(scores, mask):
+    return my_masked_softmax(scores, ~mask)
+
+
+def masked_fill_minus_100(scores, mask):
+    weights = torch.softmax(scores.masked_fill(~mask, -100.0), dim=-1)
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
+def masked_additive_nan_gradient(scores, mask):
+    additive = torch.zeros_like(scores).masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores + additive, dim=-1).nan_to_num(0.0)
+
+
+def masked_in_place(scores, mask):
+    scores.masked_fill_(~(mask | ~mask.any(dim=-1, keepdim=True)), float("-inf"))
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
+def split_without_transpose(x, num_heads):
+    B, L, d_model = x.shape
+    return x.view(B, num_heads, L, d_model // num_heads)
+
+
+def merge_without_transpose(heads):
+    B, h, L, d_head = heads.shape
+    return heads.reshape(B, L, h * d_head)
+
+
+def merge_with_view(heads):
+    B, h, L, d_head = heads.shape
+    return heads.transpose(1, 2).view(B, L, h * d_head)
+
+
+# ----------------------------------------------------------------------------------- tests
+
+PASSING: list[tuple[Callable, tuple]] = [
+    (check_nearest_by_cosine, (nearest_by_cosine,)),
+    (check_batched_raw_attention, (batched_raw_attention,)),
+    (check_batched_raw_attention, (raw_self_attention,)),
+    (check_stable_softmax, (stable_softmax,)),
+    (check_stable_softmax, (masked_softmax,)),
+    (check_row_entropy, (row_entropy,)),
+    (check_simple_attention, (MySimpleAttention,)),
+    (check_simple_attention, (SimpleAttention,)),
+    (check_simple_attention, (SimpleAttention(6),)),
+    (check_masked_softmax, (my_masked_softmax,)),
+    (check_masked_softmax, (masked_softmax,)),
+    (check_split_merge_heads, (split_heads, merge_heads)),
+    (check_split_merge_heads, (lambda x, h: MultiHeadAttention(x.shape[-1], h).split_heads(x),
+                               lambda t: MultiHeadAttention(t.shape[1] * t.shape[3],
+                                                            t.shape[1]).merge_heads(t))),
+]
+
+
+@pytest.mark.parametrize(("checker", "args"), PASSING,
+                         ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(PASSING)])
+def test_right_answers_pass_with_one_line(checker, args, capsys):
+    assert checker(*args) is None
+    printed = capsys.readouterr().out
+    assert re.fullmatch(rf"✓ {checker.__name__}: all \d+ checks passed\.\n", printed), printed
+
+
+def test_nearest_by_cosine_on_the_real_table(capsys):
+    check_nearest_by_cosine(nearest_by_cosine, pretrained=True)
+    assert "all 8 checks passed" in capsys.readouterr().out
+
+
+WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
+    ("dot product", check_nearest_by_cosine, (nearest_by_dot_product,),
+     ["wrong ids", "expected ids:", "got ids:", "raw dot product"]),
+    ("least similar first", check_nearest_by_cosine, (nearest_least_similar_first,),
+     ["wrong ids", "most similar first"]),
+    ("exclude ignored", check_nearest_by_cosine, (nearest_ignoring_exclude,),
+     ["exclude=7", "set its cosine to -inf"]),
+    ("query not normalised", check_nearest_by_cosine, (nearest_query_not_normalised,),
+     ["wrong values in cosines", "expected", "got", "length of the query"]),
+    ("raw attention scaled", check_batched_raw_attention, (raw_attention_scaled,),
+     ["wrong values in weights", "max abs difference", "did you divide by sqrt(E)",
+      "unscaled"]),
+    ("raw attention softmax over queries", check_batched_raw_attention,
+     (raw_attention_over_queries,), ["wrong values in weights", "dim=-1"]),
+    ("raw attention pair swapped", check_batched_raw_attention, (raw_attention_swapped,),
+     ["(2, 5, 5)", "(2, 5, 8)", "return `(output, weights)`"]),
+    ("raw attention with x.T", check_batched_raw_attention, (raw_attention_dot_t,),
+     ["raw_attention_dot_t(x) raised RuntimeError", "x.transpose(-2, -1)"]),
+    ("naive softmax", check_stable_softmax, (naive_softmax,),
+     ["huge scores", "NaN", "Subtract each row's maximum"]),
+    ("softmax with the global maximum", check_stable_softmax, (softmax_global_max,),
+     ["NaN", "each row's own maximum"]),
+    ("softmax in float32", check_stable_softmax, (softmax_in_float32,),
+     ["wrong dtype", "expected torch.float16", "float16 in, float16 out"]),
+    ("softmax in place", check_stable_softmax, (softmax_in_place,),
+     ["changed its argument `scores` in place", "before:", "after:", "out of place"]),
+    ("softmax over dim 0", check_stable_softmax, (softmax_over_dim_0,),
+     ["wrong values in the weights", "dim=-1"]),
+    ("entropy with log(0)", check_row_entropy, (entropy_with_log,),
+     ["one-hot rows", "NaN", "xlogy"]),
+    ("entropy in bits", check_row_entropy, (entropy_in_bits,),
+     ["wrong values in the entropy", "natural logarithm"]),
+    ("entropy without the minus sign", check_row_entropy, (entropy_without_minus,),
+     ["minus sign"]),
+    ("entropy with keepdim", check_row_entropy, (entropy_keepdim,),
+     ["wrong shape of the entropy: got (2, 3, 5, 1), expected (2, 3, 5)", "keepdim"]),
+    ("scaled SimpleAttention", check_simple_attention, (ScaledAttention,),
+     ["wrong values in weights", "expected[", "got[", "did you divide by sqrt(n_embd)",
+      "This exercise is unscaled"]),
+    ("SimpleAttention for batches only", check_simple_attention, (BatchOnlyAttention,),
+     ["single sequence", "raised IndexError", "k.transpose(-2, -1)"]),
+    ("SimpleAttention mixing x", check_simple_attention, (MixesInputs,),
+     ["wrong values in output", "not x"]),
+    ("SimpleAttention returning the output only", check_simple_attention, (OutputOnly,),
+     ["returned one tensor of shape (2, 5, 8)", "(output, weights)"]),
+    ("SimpleAttention without gradient", check_simple_attention, (NoGradient,),
+     ["no gradient", "torch.no_grad()"]),
+    ("SimpleAttention with other names", check_simple_attention, (OtherNames,),
+     ["has no layer named `query`", "W_q: Linear", "self.query = nn.Linear(n_embd, n_embd)"]),
+    ("masked softmax with -1e9", check_masked_softmax, (masked_fill_minus_1e9,),
+     ["rows with no allowed key", "expected[0, 0:4] = [0, 0, 0, 0]",
+      "got[0, 0:4]      = [0.25, 0.25, 0.25, 0.25]", "uniform average"]),
+    ("masked softmax with NaN rows", check_masked_softmax, (masked_nan_rows,),
+     ["8 NaN", "softmax(-inf, ..., -inf) = NaN"]),
+    ("masked softmax with the wrong polarity", check_masked_softmax, (masked_wrong_polarity,),
+     ["True means 'may attend'", "nn.MultiheadAttention"]),
+    ("masked softmax with -100", check_masked_softmax, (masked_fill_minus_100,),
+     ["forbidden weights are not exactly 0", "float('-inf')"]),
+    ("masked softmax with a NaN gradient", check_masked_softmax,
+     (masked_additive_nan_gradient,), ["the gradient of the scores", "NaN"]),
+    ("masked softmax in place", check_masked_softmax, (masked_in_place,),
+     ["changed its argument `scores` in place"]),
+    ("split without transpose", check_split_merge_heads,
+     (split_without_transpose, merge_without_transpose),
+     ["split x (2, 4, 12) into 3 heads", "x[b, t, f] = 1000·b + 100·t + f",
+      "expected[0, 0, 3, 0:4] = [300, 301, 302, 303]",
+      "did you forget the transpose before the reshape?"]),
+    ("merge without transpose", check_split_merge_heads,
+     (split_heads, merge_without_transpose), ["merge", "transpose back before the reshape"]),
+    ("merge with view", check_split_merge_heads, (split_heads, merge_with_view),
+     ["merge_with_view(heads) raised RuntimeError", ".reshape(...)"]),
+]
+
+
+@pytest.mark.parametrize(("checker", "args", "parts"), [w[1:] for w in WRONG],
+                         ids=[w[0] for w in WRONG])
+def test_wrong_answers_fail_with_expected_got_and_hint(checker, args, parts, capsys):
+    with pytest.raises(ExerciseCheckError) as raised:
+        checker(*args)
+    message = str(raised.value)
+    assert message.startswith(f"{checker.__name__}: check "), message
+    assert "\n  hint: " in message, message
+    for part in parts:
+        assert part in message, f"{part!r} is missing from:\n{message}"
+    assert "✓" not in capsys.readouterr().out
+    assert isinstance(raised.value, AssertionError)  # pytest and plain asserts treat it alike
+
+
+def test_mismatch_message_shows_shapes_values_and_difference():
+    with pytest.raises(ExerciseCheckError) as raised:
+        check_batched_raw_attention(raw_attention_scaled)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == ("check_batched_raw_attention: check 1 (x of shape (2, 5, 8), float32) "
+                        "failed: wrong values in weights")
+    assert lines[1] == "  expected: shape (2, 5, 5), dtype torch.float32"
+    assert lines[2] == "  got:      shape (2, 5, 5), dtype torch.float32"
+    assert re.match(r"  max abs difference [\d.]+ at index \(\d, \d, \d\)", lines[3])
+    assert re.match(r"  expected\[\d, \d, 0:5\] = \[[-\d., e]+\]", lines[4])
+    assert re.match(r"  got\[\d, \d, 0:5\]      = \[[-\d., e]+\]", lines[5])
+    assert lines[-1].startswith("  hint: did you divide by sqrt(E)?")
+
+
+READER_CALLS = [
+    (check_nearest_by_cosine, 1), (check_batched_raw_attention, 1),
+    (check_stable_softmax, 1), (check_row_entropy, 1), (check_masked_softmax, 2),
+]
+
+
+@pytest.mark.parametrize(("checker", "arity"), READER_CALLS,
+                         ids=[c.__name__ for c, _ in READER_CALLS])
+def test_the_readers_exception_is_reported_as_theirs(checker, arity):
+    error = ValueError("my own bug")
+
+    def broken(*args):
+        raise error
+
+    with pytest.raises(ExerciseCheckError) as raised:
+        checker(broken)
+    message = str(raised.value)
+    assert "broken(" in message and "raised ValueError: my own bug" in message
+    assert raised.value.__cause__ is error
+
+
+def test_not_implemented_gets_the_replace_hint():
+    def my_softmax(scores):
+        raise NotImplementedError("your code here")
+
+    with pytest.raises(ExerciseCheckError) as raised:
+        check_stable_softmax(my_softmax)
+    message = str(raised.value)
+    assert "my_softmax(scores) raised NotImplementedError: your code here" in message
+    assert "hint: replace the `raise NotImplementedError(...)` line" in message
+    assert isinstance(raised.value.__cause__, NotImplementedError)
+
+
+def test_a_class_that_raises_in_init_or_forward_is_reported_as_theirs():
+    class Unfinished(nn.Module):
+        def __init__(self, n_embd):
+            super().__init__()
+            raise NotImplementedError("create self.query, self.key and self.value")
+
+    class NoForward(MySimpleAttention):
+        def forward(self, x):
+            raise NotImplementedError("your code here")
+
+    with pytest.raises(ExerciseCheckError, match=r"Unfinished\(8\) raised NotImplementedError: "
+                                                 r"create self.query"):
+        check_simple_attention(Unfinished)
+    with pytest.raises(ExerciseCheckError, match=r"NoForward.forward\(x\) raised "
+                                                 r"NotImplementedError: your code here"):
+        check_simple_attention(NoForward)
+
+
+@pytest.mark.parametrize("layer_class", [MySimpleAttention, ScaledAttention, NoGradient])
+def test_the_readers_module_is_left_unchanged(layer_class):
+    torch.manual_seed(1)
+    layer = layer_class(6).train()
+    before = {key: value.clone() for key, value in layer.state_dict().items()}
+    rng = torch.random.get_rng_state()
+    try:
+        check_simple_attention(layer)
+    except ExerciseCheckError:
+        pass  # the wrong ones fail; either way their module must be as it was
+    assert layer.state_dict().keys() == before.keys()
+    for key, value in layer.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert all(parameter.grad is None for parameter in layer.parameters())
+    assert layer.training
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def test_building_the_readers_class_leaves_the_global_random_state_alone():
+    rng = torch.random.get_rng_state()
+    check_simple_attention(MySimpleAttention)
+    check_split_merge_heads(split_heads, merge_heads)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def test_the_reader_gets_fresh_copies():
+    seen = []
+
+    def spy(scores):
+        seen.append(scores)
+        return stable_softmax(scores)
+
+    check_stable_softmax(spy)
+    seen[0].fill_(0.0)  # a reader keeping and changing an input changes nothing of the checker's
+    check_stable_softmax(spy)
+    assert len({id(t) for t in seen}) == len(seen)
+
+
+@pytest.mark.parametrize(("checker", "argument"), [
+    (check_nearest_by_cosine, "nearest_fn"),
+    (check_batched_raw_attention, "attention_fn"),
+    (check_stable_softmax, "softmax_fn"),
+    (check_row_entropy, "entropy_fn"),
+    (check_masked_softmax, "masked_softmax_fn"),
+])
+@pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
+def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
+    with pytest.raises(TypeError, match=rf"^{argument} must be a function, got "):
+        checker(bad)
+
+
+def test_a_class_where_an_instance_is_needed_is_named():
+    with pytest.raises(TypeError, match="got the class Softmax: pass a function"):
+        check_stable_softmax(nn.Softmax)
+
+
+def test_split_merge_checker_names_the_bad_argument():
+    with pytest.raises(TypeError, match="^split_fn must be a function"):
+        check_split_merge_heads(None, merge_heads)
+    with pytest.raises(TypeError, match="^merge_fn must be a function"):
+        check_split_merge_heads(split_heads, 3)
+
+
+@pytest.mark.parametrize("bad", [None, F.softmax, int, torch.zeros(2), "SimpleAttention"])
+def test_simple_attention_checker_wants_a_module_class_or_instance(bad):
+    with pytest.raises(TypeError, match="^layer must be an nn.Module subclass or instance"):
+        check_simple_attention(bad)

@@ -1,0 +1,187 @@
+"""The problem set in ``exercises/``: untouched stubs fail readably, reference solutions pass.
+
+Each exercise folder is run the way a reader runs it, ``python -m pytest exercises/<name>``,
+in a subprocess. The reference solutions live in ``tests/exercise_solutions/<name>.py``; to
+check one, the folder is copied to a temporary directory and the copy's ``solution.py`` is
+replaced, so nothing ever writes to a file in ``exercises/``. The fourteen runs go through a
+small process pool, a couple at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from torch import nn
+
+from attnbook.masks import causal_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+SOLUTIONS = Path(__file__).resolve().parent / "exercise_solutions"
+
+#: folder -> (chapter slug, exercise label, calls that must reach a NotImplementedError)
+FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] = {
+    "static_embeddings": ("static-embeddings", "static-embeddings-ex3", {
+        "nearest_by_cosine": lambda m: m.nearest_by_cosine(torch.randn(5, 3), torch.randn(3), 2),
+    }),
+    "dot_product_similarity": ("dot-product-similarity", "dot-product-similarity-ex3", {
+        "batched_raw_attention": lambda m: m.batched_raw_attention(torch.randn(2, 3, 4)),
+    }),
+    "scaling": ("scaling", "scaling-ex3", {
+        "my_softmax": lambda m: m.my_softmax(torch.randn(2, 3)),
+    }),
+    "attention_maps": ("attention-maps", "attention-maps-ex3", {
+        "row_entropy": lambda m: m.row_entropy(torch.full((1, 1, 2, 2), 0.5)),
+    }),
+    "pytorch_implementation": ("pytorch-implementation", "pytorch-implementation-ex1", {
+        "MySimpleAttention": lambda m: m.MySimpleAttention(4),
+        "MySimpleAttention.forward": lambda m: m.MySimpleAttention.forward(
+            nn.Module(), torch.randn(2, 3, 4)),
+    }),
+    "causal_masks": ("causal-masks", "causal-masks-ex3", {
+        "my_masked_softmax": lambda m: m.my_masked_softmax(torch.randn(3, 3), causal_mask(3)),
+    }),
+    "multi_head_attention": ("multi-head-attention", "multi-head-attention-ex3", {
+        "my_split_heads": lambda m: m.my_split_heads(torch.randn(2, 3, 4), 2),
+        "my_merge_heads": lambda m: m.my_merge_heads(torch.randn(2, 2, 3, 2)),
+    }),
+}
+
+
+def pristine_stub(name: str) -> str:
+    """The stub as committed, so a reader's work in ``exercises/`` never fails ``make test``.
+
+    Outside a git checkout (a downloaded archive) the file in the working tree is the stub.
+    """
+    relative = f"exercises/{name}/solution.py"
+    result = subprocess.run(["git", "-C", str(ROOT), "show", f"HEAD:{relative}"],
+                            capture_output=True, text=True)
+    return result.stdout if result.returncode == 0 else (ROOT / relative).read_text()
+
+
+def load_stub(name: str, tmp_path: Path) -> ModuleType:
+    """The pristine ``exercises/<name>/solution.py`` imported under a private name."""
+    path = tmp_path / f"stub_{name}.py"
+    path.write_text(pristine_stub(name))
+    spec = importlib.util.spec_from_file_location(f"_exercise_stub_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stub_messages(name: str, tmp_path: Path) -> list[str]:
+    """The NotImplementedError message of every call listed for the folder, in order."""
+    stub = load_stub(name, tmp_path)
+    messages = []
+    for call in FOLDERS[name][2].values():
+        with pytest.raises(NotImplementedError) as raised:
+            call(stub)
+        messages.append(str(raised.value))
+    return messages
+
+
+def run_pytest(folder: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest -q <folder>`` as a reader runs it, writing nothing to the folder."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", folder],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[dict[tuple[str, str], Future[subprocess.CompletedProcess[str]]]]:
+    """Every folder run twice, concurrently, each time on a temporary copy: with its pristine
+    stub ("stub") and with the reference solution ("solution") as solution.py."""
+    stubs = tmp_path_factory.mktemp("stubs")
+    solutions = tmp_path_factory.mktemp("solutions")
+    for name in FOLDERS:
+        for copies in (stubs, solutions):
+            shutil.copytree(EXERCISES / name, copies / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        (stubs / name / "solution.py").write_text(pristine_stub(name))
+        shutil.copyfile(SOLUTIONS / f"{name}.py", solutions / name / "solution.py")
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        futures = {}
+        for name in FOLDERS:
+            futures[name, "stub"] = pool.submit(run_pytest, name, stubs)
+            futures[name, "solution"] = pool.submit(run_pytest, name, solutions)
+        yield futures
+
+
+def test_one_folder_per_implement_exercise():
+    folders = sorted(p.name for p in EXERCISES.iterdir()
+                     if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(FOLDERS)
+    assert sorted(p.stem for p in SOLUTIONS.glob("*.py")) == sorted(FOLDERS)
+    assert (EXERCISES / "README.md").is_file()
+    assert not (EXERCISES / "__init__.py").exists(), (
+        "exercises/ must not be a package: pytest would then put the repository root, with "
+        "its folder code/, on sys.path"
+    )
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_folder_has_readme_stub_and_tests(name):
+    slug, label, _ = FOLDERS[name]
+    folder = EXERCISES / name
+    assert (folder / "__init__.py").is_file()
+    assert (folder / "solution.py").is_file()
+    assert [p.name for p in folder.glob("test_*.py")] == [f"test_{name}.py"]
+    readme = (folder / "README.md").read_text()
+    assert f"`{slug}`" in readme and label in readme
+    assert f".venv/bin/python -m pytest exercises/{name}" in readme
+    assert f":label: {label}" in (ROOT / "book" / f"{slug}.md").read_text(), (
+        f"the chapter book/{slug}.md has no exercise {label} any more: update the folder's "
+        f"README and FOLDERS here"
+    )
+    tests = (folder / f"test_{name}.py").read_text()
+    assert "from .solution import" in tests and "from attnbook.checks import" in tests
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_stub_raises_not_implemented(name, tmp_path):
+    stub = load_stub(name, tmp_path)
+    public = sorted(key for key, value in vars(stub).items()
+                    if not key.startswith("_") and getattr(value, "__module__", None)
+                    == stub.__name__)
+    assert public == sorted({call.split(".")[0] for call in FOLDERS[name][2]})
+    for message in stub_messages(name, tmp_path):
+        assert message.startswith("implement "), message
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_untouched_stub_fails_with_its_message(name, runs, tmp_path):
+    stub = EXERCISES / name / "solution.py"
+    before = file_hash(stub)
+    result = runs[name, "stub"].result()
+    log = result.stdout + result.stderr
+    assert result.returncode == 1, f"pytest exercises/{name} on the stub:\n{log[-4000:]}"
+    assert f"NotImplementedError: {stub_messages(name, tmp_path)[0]}" in log, log[-4000:]
+    assert "ExerciseCheckError" in log and "hint: replace the `raise NotImplementedError" in log
+    assert " passed" not in log.splitlines()[-1], "a test passed on the untouched stub"
+    assert file_hash(stub) == before
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_reference_solution_passes(name, runs):
+    result = runs[name, "solution"].result()
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"pytest on the reference solution of {name}:\n{log[-4000:]}"
+    assert " passed" in log.splitlines()[-1] and "failed" not in log
