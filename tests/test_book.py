@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import types
@@ -123,6 +124,22 @@ def test_every_chapter_has_its_parts(built_book: Path, page: str) -> None:
     assert len(main.select(".exercise")) >= 3, f"{page} has fewer than 3 exercises"
     assert len(main.select(".solution")) >= 3, f"{page} has fewer than 3 solutions"
     assert main.select('[role="doc-footnote"], aside.footnote'), f"{page} cites nothing"
+
+
+@pytest.mark.parametrize("page", chapter_pages())
+def test_chapter_offers_its_executed_notebook_and_source(built_book: Path, page: str) -> None:
+    html = soup(page)
+    links = {a["href"] for a in html.select("a[href]")}
+    here = (HTML / page).parent
+    notebook = [h for h in links if h.endswith(f"_sources/{page}.ipynb")]
+    source = [h for h in links if h.endswith(f"_sources/{page}.md")]
+    assert notebook and source, f"{page}: no .ipynb or .md download link"
+    executed = json.loads((here / notebook[0]).resolve().read_text(encoding="utf-8"))
+    outputs = [o for c in executed["cells"] if c["cell_type"] == "code"
+               for o in c.get("outputs", [])]
+    assert any(o.get("output_type") in ("display_data", "execute_result") for o in outputs), \
+        f"{page}: the downloadable notebook has no outputs"
+    assert (here / source[0]).resolve().is_file()
 
 
 def test_glued_values_on_the_notation_page(built_book: Path) -> None:

@@ -7,6 +7,8 @@
    to the ``attnbook`` package or to the pinned requirements would leave stale outputs.
    This extension fingerprints both; when the fingerprint changes it clears the execution
    cache and Sphinx's saved environment, so every chapter runs again.
+3. Downloads: every chapter offers its executed notebook (``.ipynb``, with outputs) next to
+   its MyST source.
 """
 
 from __future__ import annotations
@@ -93,6 +95,23 @@ def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
                     ignore=shutil.ignore_patterns(*unused))
 
 
+def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str,
+                            context: dict, doctree: object) -> None:
+    """Let readers download each chapter as an executed ``.ipynb``, outputs included.
+
+    myst-nb writes the executed notebook of every MyST chapter to ``jupyter_execute/``; the
+    theme offers it for download only when a launch service is configured, so copy it next
+    to the page's source and tell the theme's download button about it.
+    """
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if app.builder.format != "html" or not executed.is_file():
+        return
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executed, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
 def forget_failed_build(app: Sphinx, exception: Exception | None) -> None:
     """After a failed or warning build, make the next build read every page again.
 
@@ -104,6 +123,9 @@ def forget_failed_build(app: Sphinx, exception: Exception | None) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, object]:
+    # A change to this file changes this value, and Sphinx then writes every page again.
+    own_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    app.add_config_value("attnbook_sphinx_hash", own_hash, "html")
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     # The kernels inherit this environment. A non-interactive MPLBACKEND such as Agg would
@@ -111,6 +133,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     os.environ.pop("MPLBACKEND", None)
     # Run before myst-nb reads anything (config-inited precedes loading the environment).
     app.connect("config-inited", invalidate_stale_cache, priority=100)
+    # Before the theme builds its download menu (priority 501).
+    app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", forget_failed_build)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
