@@ -4,10 +4,12 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 
 - ``attnbook.attention``: scaled dot-product attention and its helpers
 - ``attnbook.masks``: causal and padding masks
+- ``attnbook.efficient``: blockwise (online-softmax) attention and a key/value cache
 - ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
 - ``attnbook.plots``: the book's figure style and heatmaps
 - ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
 - ``attnbook.checks``: checkers for the exercises, run on a reader's code
+- ``attnbook.training``: synthetic tasks, a tiny attention model and its training loop
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "checks", "explorer", "layers", "masks", "plots", "pretrained")
+_SUBMODULES = ("attention", "checks", "efficient", "explorer", "layers", "masks", "plots",
+               "pretrained", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -1,0 +1,472 @@
+"""``attnbook.efficient``: blockwise attention and the key/value cache against ``attention``.
+
+The reference is :func:`attnbook.attention.attention` (itself tested against PyTorch's SDPA),
+computed in float64 on the same inputs.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+from attnbook.attention import AttentionOutput, attention
+from attnbook.efficient import KVCache, blockwise_attention, decode_step, peak_memory_bytes
+from attnbook.masks import causal_mask, padding_mask
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+#: (atol, rtol) of a result in this dtype against the float64 reference.
+TOL = {
+    torch.float16: (5e-3, 5e-3),
+    torch.bfloat16: (4e-2, 4e-2),
+    torch.float32: (2e-6, 2e-6),
+    torch.float64: (1e-12, 1e-12),
+}
+
+#: name -> (q shape, k shape, v shape); S = 11 is a multiple of no block size tested but 1.
+SHAPES = {
+    "no_batch": ((9, 4), (11, 4), (11, 4)),
+    "batched": ((2, 9, 4), (2, 11, 4), (2, 11, 4)),
+    "two_batch_dims": ((2, 3, 9, 4), (2, 3, 11, 4), (2, 3, 11, 4)),
+    "L_gt_S": ((2, 13, 4), (2, 5, 4), (2, 5, 4)),
+    "Ev_ne_E": ((2, 9, 4), (2, 11, 4), (2, 11, 7)),
+    "q_unbatched_kv_batched": ((9, 4), (2, 11, 4), (2, 11, 3)),
+    "mixed_broadcast": ((3, 1, 9, 4), (1, 2, 11, 4), (11, 2)),
+}
+
+MASK_KINDS = ["none", "causal", "random", "padding", "fully_masked_row", "broadcast_rows",
+              "broadcast_cols"]
+
+#: 1: one key per tile; 4: S not a multiple; 64: one tile holds every key and query.
+BLOCK_SIZES = [1, 4, 64]
+
+
+def generator(name: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(name.encode()))
+
+
+def randn(*shape: int, gen: torch.Generator, dtype: torch.dtype = torch.float64,
+          requires_grad: bool = False) -> torch.Tensor:
+    """Seeded normal values drawn in float64, then rounded to ``dtype``."""
+    t = torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+    return t.requires_grad_(requires_grad)
+
+
+def make_mask(kind: str, batch: torch.Size, L: int, S: int, gen: torch.Generator
+              ) -> torch.Tensor | None:
+    """A boolean mask (True = may attend) of the given kind."""
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return causal_mask(L, S)  # (L, S)
+    if kind == "padding":
+        lengths = torch.randint(1, S + 1, (batch[-1] if batch else 1,), generator=gen)
+        lengths[0] = S - 3  # at least one sequence really is padded
+        return padding_mask(lengths, S)  # (B, 1, S), B the last batch dim
+    if kind == "broadcast_rows":
+        mask = torch.rand(1, S, generator=gen) < 0.5  # (1, S): the same row for every query
+        mask[0, 0] = True
+        return mask
+    if kind == "broadcast_cols":
+        mask = torch.rand(L, 1, generator=gen) < 0.7  # (L, 1): every key or none
+        mask[0, 0], mask[1, 0] = True, False
+        return mask
+    mask = torch.rand(*batch, L, S, generator=gen) < 0.4  # (*batch, L, S)
+    mask[..., torch.arange(L), torch.arange(L) % S] = True  # every row keeps a key...
+    if kind == "fully_masked_row":
+        mask[..., 1, :] = False  # ...but row 1, which keeps none
+    return mask
+
+
+def reference(q, k, v, mask=None, **kwargs) -> torch.Tensor:
+    """``attention``'s output in float64 on the same (rounded) inputs."""
+    q, k, v = (t.detach().double() for t in (q, k, v))
+    return attention(q, k, v, mask, return_weights=False, **kwargs).output
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    atol, rtol = TOL[dtype]
+    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol)
+
+
+# --------------------------------------------------------------------------- blockwise
+
+
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+@pytest.mark.parametrize("mask_kind", MASK_KINDS)
+@pytest.mark.parametrize("shape_name", list(SHAPES))
+def test_blockwise_matches_attention(shape_name, mask_kind, block_size):
+    gen = generator(f"{shape_name}/{mask_kind}")
+    q_shape, k_shape, v_shape = SHAPES[shape_name]
+    q, k, v = (randn(*s, gen=gen) for s in (q_shape, k_shape, v_shape))
+    batch = torch.broadcast_shapes(q_shape[:-2], k_shape[:-2], v_shape[:-2])
+    mask = make_mask(mask_kind, batch, q_shape[-2], k_shape[-2], gen)
+
+    result = blockwise_attention(q, k, v, mask, block_size=block_size)
+    expected = reference(q, k, v, mask)
+
+    assert isinstance(result, AttentionOutput)
+    assert result.weights is None
+    assert result.output.shape == expected.shape
+    assert torch.isfinite(result.output).all()
+    assert_close(result.output, expected, torch.float64)
+    if mask is not None:
+        no_key = ~mask.any(dim=-1)  # (..., L): queries with no allowed key
+        assert (result.output[no_key.expand(result.output.shape[:-1])] == 0).all()
+
+
+@pytest.mark.parametrize("scale", [None, 1.0, 0.05])
+def test_blockwise_scale(scale):
+    gen = generator("scale")
+    q, k, v = randn(2, 7, 5, gen=gen), randn(2, 9, 5, gen=gen), randn(2, 9, 3, gen=gen)
+    out = blockwise_attention(q, k, v, causal_mask(7, 9), scale=scale, block_size=2).output
+    assert_close(out, reference(q, k, v, causal_mask(7, 9), scale=scale), torch.float64)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "fully_masked_row"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_blockwise_dtypes(dtype, mask_kind):
+    gen = generator(f"dtype/{mask_kind}")
+    q, k, v = (randn(2, 3, L, 8, gen=gen, dtype=dtype) for L in (20, 30, 30))
+    mask = make_mask(mask_kind, torch.Size([2, 3]), 20, 30, gen)
+    out = blockwise_attention(q, k, v, mask, block_size=8).output
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all()
+    assert_close(out, reference(q, k, v, mask), dtype)
+    if mask_kind == "fully_masked_row":
+        assert (out[..., 1, :] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_blockwise_every_row_masked_gives_zeros(dtype):
+    gen = generator("all masked")
+    q, k, v = (randn(2, 6, 4, gen=gen, dtype=dtype) for _ in range(3))
+    out = blockwise_attention(q, k, v, torch.zeros(6, 6, dtype=torch.bool), block_size=4)
+    assert out.output.dtype == dtype
+    assert (out.output == 0).all()
+
+
+def test_blockwise_large_scores_stay_finite():
+    # Scores near 1000 overflow exp() in float32 unless the running maximum is subtracted.
+    gen = generator("large")
+    q, k, v = (randn(2, 30, 8, gen=gen, dtype=torch.float32) for _ in range(3))
+    q, k = q * 30, k * 30
+    assert torch.isinf(torch.exp(q @ k.mT / 8**0.5)).any()  # the naive way would overflow
+    out = blockwise_attention(q, k, v, causal_mask(30), block_size=8).output
+    assert torch.isfinite(out).all()
+    # Scores near 1000 carry float32 rounding of about 1e-4, which the weights inherit.
+    torch.testing.assert_close(out.double(), reference(q, k, v, causal_mask(30)),
+                               atol=1e-3, rtol=1e-3)
+
+
+def test_blockwise_very_negative_scores_after_masked_blocks():
+    # Rows whose first key blocks are all masked start from a running max of -inf; the
+    # later scores near -400 must still normalise to weights that sum to one, not
+    # underflow to zero.
+    gen = generator("negative")
+    q = torch.full((6, 4), 10.0, dtype=torch.float64)
+    k = -10.0 + randn(12, 4, gen=gen)
+    v = randn(12, 3, gen=gen)
+    mask = torch.zeros(6, 12, dtype=torch.bool)
+    mask[:, 9:] = True  # only the last block of keys
+    out = blockwise_attention(q, k, v, mask, scale=1.0, block_size=4).output
+    expected = reference(q, k, v, mask, scale=1.0)
+    assert expected.abs().max() > 0.1
+    assert_close(out, expected, torch.float64)
+
+
+def test_blockwise_empty_query():
+    gen = generator("empty")
+    q, k, v = randn(2, 0, 4, gen=gen), randn(2, 5, 4, gen=gen), randn(2, 5, 3, gen=gen)
+    out = blockwise_attention(q, k, v, block_size=2).output
+    assert out.shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "fully_masked_row"])
+def test_blockwise_gradients_match_attention(mask_kind):
+    gen = generator(f"grad/{mask_kind}")
+    q, k, v = (randn(2, 3, L, W, gen=gen, requires_grad=True)
+               for L, W in ((10, 4), (13, 4), (13, 5)))
+    mask = make_mask(mask_kind, torch.Size([2, 3]), 10, 13, gen)
+    upstream = randn(2, 3, 10, 5, gen=gen)
+
+    ours = torch.autograd.grad((blockwise_attention(q, k, v, mask, block_size=4).output
+                                * upstream).sum(), (q, k, v))
+    theirs = torch.autograd.grad((attention(q, k, v, mask).output * upstream).sum(),
+                                 (q, k, v))
+    for name, got, expected in zip("qkv", ours, theirs, strict=True):
+        assert torch.isfinite(got).all(), name
+        torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10, msg=name)
+    if mask_kind == "fully_masked_row":
+        assert (ours[0][..., 1, :] == 0).all()  # the query that sees nothing learns nothing
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_blockwise_gradients_finite_in_every_dtype(dtype):
+    gen = generator(f"grad dtype {dtype}")
+    q, k, v = (randn(2, 8, 4, gen=gen, dtype=dtype, requires_grad=True) for _ in range(3))
+    mask = make_mask("fully_masked_row", torch.Size([2]), 8, 8, gen)
+    blockwise_attention(q, k, v, mask, block_size=3).output.sum().backward()
+    for t in (q, k, v):
+        assert t.grad.dtype == dtype
+        assert torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("block_size, error, match", [
+    (0, ValueError, "block_size must be at least 1, got 0"),
+    (-3, ValueError, "block_size must be at least 1, got -3"),
+    (2.5, TypeError, "block_size must be an int, got float"),
+    (True, TypeError, "block_size must be an int, got bool"),
+    ("8", TypeError, "block_size must be an int, got str"),
+])
+def test_blockwise_bad_block_size(block_size, error, match):
+    gen = generator("bad")
+    q, k, v = (randn(5, 4, gen=gen) for _ in range(3))
+    with pytest.raises(error, match=match):
+        blockwise_attention(q, k, v, block_size=block_size)
+
+
+def test_blockwise_bad_inputs_are_refused_like_attention():
+    gen = generator("bad inputs")
+    q, k, v = randn(2, 5, 4, gen=gen), randn(2, 6, 4, gen=gen), randn(2, 6, 3, gen=gen)
+    with pytest.raises(ValueError, match="same feature size E"):
+        blockwise_attention(q, k[..., :3], v)
+    with pytest.raises(ValueError, match="same length S"):
+        blockwise_attention(q, k, v[..., :5, :])
+    with pytest.raises(TypeError, match="share one dtype"):
+        blockwise_attention(q, k.float(), v)
+    with pytest.raises(TypeError, match="mask must be a boolean tensor"):
+        blockwise_attention(q, k, v, torch.ones(5, 6))
+    with pytest.raises(ValueError, match=r"does not broadcast to \(\.\.\., L, S\)"):
+        blockwise_attention(q, k, v, torch.ones(5, 7, dtype=torch.bool))
+    with pytest.raises(ValueError, match="batch dimensions of q, k, v do not broadcast"):
+        blockwise_attention(q, randn(3, 6, 4, gen=gen), randn(3, 6, 3, gen=gen))
+    with pytest.raises(TypeError, match="scale must be a real number"):
+        blockwise_attention(q, k, v, scale="0.5")
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def test_peak_memory_bytes_counts_what_torch_allocates():
+    assert peak_memory_bytes(lambda: torch.empty(1000, dtype=torch.float32)) == 4000
+
+    def two_then_one() -> torch.Tensor:
+        first = torch.empty(1000, dtype=torch.float64)  # 8000 bytes
+        second = torch.empty(500, dtype=torch.float64)  # 4000 more: peak 12000
+        del first, second
+        return torch.empty(100, dtype=torch.float64)
+
+    assert peak_memory_bytes(two_then_one) == 12000
+    assert peak_memory_bytes(lambda: None) == 0
+    with pytest.raises(TypeError, match="fn must be callable"):
+        peak_memory_bytes(42)
+
+
+def test_peak_memory_bytes_is_deterministic():
+    q, k, v = (torch.randn(1, 2, 200, 16) for _ in range(3))
+    runs = [peak_memory_bytes(lambda: blockwise_attention(q, k, v, block_size=64))
+            for _ in range(2)]
+    assert runs[0] > 0
+    assert runs[0] == runs[1]
+
+
+def test_blockwise_memory_grows_linearly_and_full_attention_quadratically():
+    def peaks_at(L: int) -> dict[tuple[str, int], int]:
+        q, k, v = (torch.randn(1, 1, L, 64) for _ in range(3))  # (B, h, L, E)
+        return {("full", L): peak_memory_bytes(lambda: attention(q, k, v)),
+                ("blockwise", L): peak_memory_bytes(
+                    lambda: blockwise_attention(q, k, v, block_size=64))}
+
+    peaks = peaks_at(256) | peaks_at(512)
+    # Doubling L: full attention's (L, S) scores and weights need 4x, blockwise 2x.
+    full_growth = peaks["full", 512] / peaks["full", 256]
+    blockwise_growth = peaks["blockwise", 512] / peaks["blockwise", 256]
+    assert 3.5 < full_growth < 4.5, peaks
+    assert 1.5 < blockwise_growth < 2.5, peaks
+    # Blockwise never holds even half of one (L, S) matrix of float32 scores.
+    assert peaks["blockwise", 512] < 512 * 512 * 4 / 2, peaks
+
+
+# --------------------------------------------------------------------------- KV cache
+
+#: name -> (batch shape, L, E, Ev)
+CACHE_SHAPES = {
+    "no_batch": ((), 7, 4, 4),
+    "batched": ((2,), 9, 4, 3),
+    "batch_and_heads": ((2, 3), 8, 5, 6),
+}
+
+
+def sequence(batch: tuple[int, ...], L: int, E: int, Ev: int, dtype: torch.dtype,
+             name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = generator(name)
+    return (randn(*batch, L, E, gen=gen, dtype=dtype), randn(*batch, L, E, gen=gen, dtype=dtype),
+            randn(*batch, L, Ev, gen=gen, dtype=dtype))
+
+
+def causal_reference(q, k, v) -> torch.Tensor:
+    """Full causal attention, recomputed from scratch."""
+    return attention(q, k, v, causal_mask(q.shape[-2])).output
+
+
+@pytest.mark.parametrize("max_len", [None, "exact", "roomy"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("shape_name", list(CACHE_SHAPES))
+def test_token_by_token_equals_full_causal_attention(shape_name, dtype, max_len):
+    batch, L, E, Ev = CACHE_SHAPES[shape_name]
+    q, k, v = sequence(batch, L, E, Ev, dtype, shape_name)
+    capacity = {None: None, "exact": L, "roomy": L + 5}[max_len]
+    cache = KVCache(max_len=capacity)
+    steps = [decode_step(q[..., t:t + 1, :], k[..., t:t + 1, :], v[..., t:t + 1, :], cache)
+             for t in range(L)]
+    assert all(step.output.shape == (*batch, 1, Ev) for step in steps)
+    assert len(cache) == L
+    assert torch.equal(cache.keys, k) and torch.equal(cache.values, v)
+    decoded = torch.cat([step.output for step in steps], dim=-2)  # (..., L, Ev)
+    assert decoded.dtype == dtype
+    assert_close(decoded, causal_reference(q, k, v), dtype)
+
+
+@pytest.mark.parametrize("prefill", [1, 3, 8])
+@pytest.mark.parametrize("max_len", [None, 8])
+def test_prefill_then_decode_equals_full(prefill, max_len):
+    batch, L, E, Ev = (2, 3), 8, 5, 6
+    q, k, v = sequence(batch, L, E, Ev, torch.float64, "prefill")
+    cache = KVCache(max_len=max_len)
+    first = decode_step(q[..., :prefill, :], k[..., :prefill, :], v[..., :prefill, :], cache)
+    rest = [decode_step(q[..., t:t + 1, :], k[..., t:t + 1, :], v[..., t:t + 1, :], cache)
+            for t in range(prefill, L)]
+    decoded = torch.cat([first.output, *(step.output for step in rest)], dim=-2)
+    assert decoded.shape == (*batch, L, Ev)
+    assert_close(decoded, causal_reference(q, k, v), torch.float64)
+
+
+def test_chunks_after_a_prefill_see_the_causal_mask_aligned_to_the_end():
+    q, k, v = sequence((2,), 10, 4, 3, torch.float64, "chunks")
+    cache = KVCache()
+    outputs = [decode_step(q[..., a:b, :], k[..., a:b, :], v[..., a:b, :], cache).output
+               for a, b in ((0, 4), (4, 7), (7, 8), (8, 10))]
+    assert_close(torch.cat(outputs, dim=-2), causal_reference(q, k, v), torch.float64)
+
+
+def test_attend_weights_are_the_last_rows_of_full_causal_weights():
+    q, k, v = sequence((2,), 6, 4, 3, torch.float64, "weights")
+    cache = KVCache(max_len=6)
+    cache.append(k, v)
+    result = cache.attend(q[..., 3:, :], return_weights=True)
+    full = attention(q, k, v, causal_mask(6))
+    assert result.weights.shape == (2, 3, 6)
+    assert_close(result.weights, full.weights[..., 3:, :], torch.float64)
+    assert_close(result.output, full.output[..., 3:, :], torch.float64)
+
+
+def test_growing_cache_passes_gradients_like_full_attention():
+    q, k, v = (t.requires_grad_() for t in sequence((2,), 5, 4, 3, torch.float64, "grads"))
+    cache = KVCache()
+    decoded = torch.cat([decode_step(q[..., t:t + 1, :], k[..., t:t + 1, :],
+                                     v[..., t:t + 1, :], cache).output for t in range(5)], -2)
+    ours = torch.autograd.grad(decoded.pow(2).sum(), (q, k, v))
+    theirs = torch.autograd.grad(causal_reference(q, k, v).pow(2).sum(), (q, k, v))
+    for got, expected in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
+
+
+def test_appends_do_not_alias_the_callers_tensors():
+    k, v = torch.zeros(2, 1, 4), torch.zeros(2, 1, 3)
+    for max_len in (None, 4):
+        cache = KVCache(max_len=max_len)
+        cache.append(k, v)
+        k.fill_(1.0)
+        assert (cache.keys == 0).all()
+        k.zero_()
+
+
+def test_capacity_overflow_raises_and_keeps_the_cache():
+    cache = KVCache(max_len=4)
+    k, v = torch.randn(2, 3, 4), torch.randn(2, 3, 5)
+    cache.append(k, v)
+    with pytest.raises(ValueError, match="holds 3 of max_len=4 positions and cannot take 2"):
+        cache.append(torch.randn(2, 2, 4), torch.randn(2, 2, 5))
+    assert len(cache) == 3
+    assert torch.equal(cache.keys, k)
+    cache.append(torch.randn(2, 1, 4), torch.randn(2, 1, 5))
+    assert len(cache) == 4
+    with pytest.raises(ValueError, match="max_len=4"):
+        cache.append(torch.randn(2, 1, 4), torch.randn(2, 1, 5))
+
+
+@pytest.mark.parametrize("k_new, v_new, error, match", [
+    (torch.randn(2, 1, 5), torch.randn(2, 1, 3), ValueError, "widths E=5, Ev=3"),
+    (torch.randn(2, 1, 4), torch.randn(2, 1, 2), ValueError, "widths E=4, Ev=2"),
+    (torch.randn(3, 1, 4), torch.randn(3, 1, 3), ValueError, r"batch shape \(3,\)"),
+    (torch.randn(1, 4), torch.randn(1, 3), ValueError, r"batch shape \(\)"),
+    (torch.randn(2, 1, 4).double(), torch.randn(2, 1, 3).double(), TypeError,
+     "dtype torch.float64 but the cache holds torch.float32"),
+    (torch.randn(2, 1, 4), torch.randn(2, 1, 3).double(), TypeError, "share one dtype"),
+    (torch.randn(2, 2, 4), torch.randn(2, 1, 3), ValueError, "the same n >= 1"),
+    (torch.randn(2, 0, 4), torch.randn(2, 0, 3), ValueError, "the same n >= 1"),
+    (torch.randn(4), torch.randn(2, 1, 3), ValueError, r"k_new must have shape \(\.\.\., n, E\)"),
+    (torch.ones(2, 1, 4, dtype=torch.long), torch.randn(2, 1, 3), TypeError,
+     "k_new must be a floating-point tensor"),
+    ([[0.0] * 4], torch.randn(2, 1, 3), TypeError, "k_new must be a torch.Tensor, got list"),
+    (torch.randn(2, 1, 4), None, TypeError, "v_new must be a torch.Tensor, got NoneType"),
+])
+@pytest.mark.parametrize("max_len", [None, 10])
+def test_append_refuses_what_does_not_fit(max_len, k_new, v_new, error, match):
+    cache = KVCache(max_len=max_len)
+    k, v = torch.randn(2, 3, 4), torch.randn(2, 3, 3)
+    cache.append(k, v)
+    with pytest.raises(error, match=match):
+        cache.append(k_new, v_new)
+    assert len(cache) == 3
+    assert torch.equal(cache.keys, k) and torch.equal(cache.values, v)
+
+
+def test_attend_refuses_an_empty_cache_and_too_many_queries():
+    cache = KVCache()
+    with pytest.raises(ValueError, match="the cache is empty"):
+        cache.attend(torch.randn(1, 4))
+    with pytest.raises(ValueError, match="the cache is empty"):
+        cache.keys  # noqa: B018
+    cache.append(torch.randn(2, 3, 4), torch.randn(2, 3, 3))
+    with pytest.raises(ValueError, match=r"1 <= n <= 3 .* got shape \(2, 4, 4\)"):
+        cache.attend(torch.randn(2, 4, 4))
+    with pytest.raises(ValueError, match="same feature size E"):
+        cache.attend(torch.randn(2, 1, 5))
+
+
+def test_decode_step_checks_before_touching_the_cache():
+    cache = KVCache(max_len=5)
+    cache.append(torch.randn(2, 1, 4), torch.randn(2, 1, 3))
+    with pytest.raises(ValueError, match="same n new positions"):
+        decode_step(torch.randn(2, 2, 4), torch.randn(2, 1, 4), torch.randn(2, 1, 3), cache)
+    with pytest.raises(ValueError, match="same feature size E"):
+        decode_step(torch.randn(2, 1, 5), torch.randn(2, 1, 4), torch.randn(2, 1, 3), cache)
+    with pytest.raises(ValueError, match="q_new and k_new do not broadcast"):
+        decode_step(torch.randn(3, 1, 4), torch.randn(2, 1, 4), torch.randn(2, 1, 3), cache)
+    with pytest.raises(TypeError, match="cache must be a KVCache, got dict"):
+        decode_step(torch.randn(2, 1, 4), torch.randn(2, 1, 4), torch.randn(2, 1, 3), {})
+    assert len(cache) == 1
+
+
+def test_preallocated_cache_refuses_inputs_that_need_gradients():
+    cache = KVCache(max_len=3)
+    k = torch.randn(1, 4, requires_grad=True)
+    with pytest.raises(ValueError, match="writes in place"):
+        cache.append(k, torch.randn(1, 3))
+    assert len(cache) == 0
+    with torch.no_grad():
+        cache.append(k, torch.randn(1, 3))
+    assert len(cache) == 1
+
+
+@pytest.mark.parametrize("max_len, error, match", [
+    (0, ValueError, "max_len must be at least 1, got 0"),
+    (2.5, TypeError, "max_len must be an int, got float"),
+])
+def test_bad_max_len(max_len, error, match):
+    with pytest.raises(error, match=match):
+        KVCache(max_len=max_len)
