@@ -26,6 +26,8 @@ def open_page(tab, url: str) -> dict[str, list[str]]:
     """Load ``url``, wait for MathJax, and return what the page did along the way."""
     seen: dict[str, list[str]] = {"requests": [], "console_errors": [], "failed": []}
     tab.on("request", lambda request: seen["requests"].append(request.url))
+    tab.on("response", lambda response: response.status >= 400
+           and seen["failed"].append(f"{response.status} {response.url}"))
     tab.on("console", lambda message: message.type == "error"
            and seen["console_errors"].append(message.text))
     tab.on("pageerror", lambda error: seen["console_errors"].append(str(error)))
@@ -79,9 +81,36 @@ def test_images_have_alt_text(site_url: str, page, name: str) -> None:
     assert not named_by_file, f"{name}: alt text that is only a file name: {named_by_file}"
 
 
-def test_screenshot_of_the_notation_page(site_url: str, page, built_book: Path) -> None:
-    open_page(page, f"{site_url}/book/notation.html")
-    target = built_book.parent / "screenshots" / "notation.png"
-    target.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(target), full_page=True)
-    assert target.stat().st_size > 10_000
+@pytest.mark.parametrize("name", PAGES)
+def test_no_serious_accessibility_violations(site_url: str, page, name: str) -> None:
+    """axe-core, injected into the page, finds no serious or critical violation."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    open_page(page, f"{site_url}/{name}.html")
+    results = Axe().run(page)
+    serious = [
+        f"{v['id']} ({v['impact']}): {v['help']} -- {v['nodes'][0]['html'][:200]}"
+        for v in results.response["violations"] if v["impact"] in ("serious", "critical")
+    ]
+    assert not serious, f"{name}: " + "\n".join(serious)
+
+
+@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_screenshot_in_light_and_dark_mode(browser, site_url: str, built_book: Path,
+                                           name: str, mode: str) -> None:
+    """A picture of every page in both theme modes, for a person to look at."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  color_scheme=mode)
+    context.add_init_script(f"localStorage.setItem('mode', '{mode}');"
+                            f"localStorage.setItem('theme', '{mode}');")
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{site_url}/{name}.html")
+        assert tab.evaluate("document.documentElement.dataset.theme") == mode
+        target = built_book.parent / "screenshots" / f"{Path(name).name}-{mode}.png"
+        target.parent.mkdir(exist_ok=True)
+        tab.screenshot(path=str(target), full_page=True)
+        assert target.stat().st_size > 10_000
+    finally:
+        context.close()

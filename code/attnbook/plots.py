@@ -16,7 +16,8 @@ import torch
 from cycler import cycler
 from matplotlib.axes import Axes
 
-__all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "book_style", "plot_vectors_2d",
+__all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "attention_heatmap_row",
+           "book_style", "plot_vectors_2d",
            "use_book_style"]
 
 #: Okabe & Ito (2008), a palette distinguishable under the common colour-vision deficiencies.
@@ -266,3 +267,79 @@ def plot_vectors_2d(
         if names is not None:
             ax.legend(loc="best", fontsize=9, framealpha=0.95)
     return ax
+
+
+def attention_heatmap_row(
+    matrices: Sequence[torch.Tensor | np.ndarray],
+    titles: Sequence[str] | None = None,
+    tokens: Sequence[str] | None = None,
+    *,
+    figsize: tuple[float, float] | None = None,
+    tick_step: int = 1,
+    annotate: bool = False,
+    fmt: str = ".2f",
+    vmax: float | None = 1.0,
+) -> tuple[mpl.figure.Figure, list[Axes]]:
+    """Several attention matrices side by side, on one colour scale with one colour bar.
+
+    Each panel is drawn by :func:`attention_heatmap`. Only the first panel keeps its query
+    labels and y-axis title, so the panels can sit close together; one colour bar serves
+    them all.
+
+    Args:
+        matrices: ``n >= 1`` matrices, each ``(L, S)`` (all the same shape).
+        titles: ``n`` panel titles, or None for none.
+        tokens: the ``L`` labels of the queries (and of the keys when ``L == S``); the
+            positions ``0 .. L-1`` when None.
+        figsize: the figure size in inches; by default 6.8 wide.
+        tick_step: label every ``tick_step``-th row and column (the first included), to
+            keep long sequences legible.
+        annotate, fmt: write each value in its cell, with this format.
+        vmax: the top of the shared colour scale; ``None`` takes the largest value of all
+            the matrices.
+
+    Returns:
+        ``(figure, axes)``: the new figure and its ``n`` Axes, left to right.
+
+    Raises:
+        TypeError: a matrix that is not a tensor or array, ``tick_step`` not an int.
+        ValueError: no matrices, matrices that are not 2-D or differ in shape, ``titles``
+            or ``tokens`` of the wrong length, ``tick_step < 1``.
+    """
+    if isinstance(matrices, torch.Tensor | np.ndarray) or not isinstance(matrices, Sequence):
+        raise TypeError("matrices must be a list of (L, S) matrices, e.g. [weights_a, weights_b]")
+    grids = [_as_matrix(m) for m in matrices]
+    if not grids:
+        raise ValueError("matrices must hold at least one matrix")
+    shape = grids[0].shape
+    if any(g.shape != shape for g in grids):
+        raise ValueError(
+            f"matrices must all have the same shape, got {[tuple(g.shape) for g in grids]}"
+        )
+    if titles is not None and (isinstance(titles, str) or len(titles) != len(grids)):
+        raise ValueError(f"titles must hold one title per matrix ({len(grids)}), got {titles!r}")
+    if isinstance(tick_step, bool) or not isinstance(tick_step, int):
+        raise TypeError(f"tick_step must be an int, got {type(tick_step).__name__}")
+    if tick_step < 1:
+        raise ValueError(f"tick_step must be at least 1, got {tick_step}")
+    n_rows, n_cols = shape
+    row_labels = _check_labels("tokens", tokens, n_rows, "rows (queries)")
+    col_labels = row_labels if n_rows == n_cols else [str(j) for j in range(n_cols)]
+    row_labels = [t if i % tick_step == 0 else "" for i, t in enumerate(row_labels)]
+    col_labels = [t if j % tick_step == 0 else "" for j, t in enumerate(col_labels)]
+    top = max(float(g.max()) for g in grids) if vmax is None else vmax
+
+    with mpl.rc_context(book_style()):
+        fig, axes = plt.subplots(1, len(grids), figsize=figsize or (6.8, 2.6),
+                                 layout="constrained", squeeze=False)
+        axes = list(axes[0])
+        for k, (ax, grid) in enumerate(zip(axes, grids, strict=True)):
+            attention_heatmap(grid, row_labels, col_labels, ax=ax, annotate=annotate,
+                              fmt=fmt, title=None if titles is None else titles[k],
+                              vmax=top, colorbar=False)
+            if k:
+                ax.set_ylabel("")
+                ax.tick_params(labelleft=False)
+        fig.colorbar(axes[-1].images[0], ax=axes, fraction=0.046, pad=0.02,
+                     label="weight")
+    return fig, axes
