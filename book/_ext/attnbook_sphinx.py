@@ -99,16 +99,28 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str,
                             context: dict, doctree: object) -> None:
     """Let readers download each chapter as an executed ``.ipynb``, outputs included.
 
-    myst-nb writes the executed notebook of every MyST chapter to ``jupyter_execute/``; the
-    theme offers it for download only when a launch service is configured, so copy it next
-    to the page's source and tell the theme's download button about it.
+    myst-nb writes every MyST chapter as a notebook to ``jupyter_execute/``, but with the
+    outputs only when it executed the chapter in this build; a chapter taken from the
+    execution cache is written without them. So take the outputs from the cache, put the
+    notebook next to the page's source, and tell the theme's download button about it (the
+    theme itself offers it only when a launch service is configured).
     """
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
-    if app.builder.format != "html" or not executed.is_file():
+    written = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if app.builder.format != "html" or not written.is_file():
         return
+    import nbformat
+    from jupyter_cache import get_cache
+
+    notebook = nbformat.read(written, as_version=4)
+    if not any(cell.get("outputs") for cell in notebook.cells):
+        try:
+            _, notebook = get_cache(str(_cache_dir(app, app.config))).merge_match_into_notebook(
+                notebook)
+        except KeyError:
+            logger.warning(f"[attnbook] no cached outputs for {pagename}", type="attnbook")
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
+    nbformat.write(notebook, target)
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
