@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import yaml
 from bs4 import BeautifulSoup
 from conftest import HTML, ROOT, chapter_pages, run_build, toc_pages
 
@@ -174,6 +175,45 @@ def test_no_change_rebuild_executes_nothing(built_book: Path) -> None:
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     assert "Executing notebook" not in log, "a no-change rebuild re-executed a chapter"
+
+
+SAMPLE_REPOSITORY = "https://github.com/example-org/attention-computed"
+
+
+def button_links(html: BeautifulSoup) -> set[str]:
+    """The addresses of the header's repository, issue and launch buttons."""
+    return {a["href"] for a in html.select(".article-header-buttons a[href], "
+                                           ".header-article-items a[href]")
+            if a["href"].startswith("https://")}
+
+
+def test_buttons_stay_off_without_a_repository_url(built_book: Path) -> None:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == "", "the published build must not name a repository"
+    for page in ("book/notation", *chapter_pages()):
+        assert not button_links(soup(page)), f"{page} has a repository or launch button"
+
+
+def test_setting_the_repository_url_switches_the_buttons_on(tmp_path: Path) -> None:
+    """A test build of two pages with a sample repository address in the one setting."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["repository"]["url"] = SAMPLE_REPOSITORY
+    config["sphinx"]["local_extensions"] = {"attnbook_sphinx": str(ROOT / "book" / "_ext")}
+    config_file = tmp_path / "_config.yml"
+    config_file.write_text(yaml.safe_dump(config))
+    toc_file = tmp_path / "_toc.yml"
+    toc_file.write_text(yaml.safe_dump({"format": "jb-book", "root": "book/intro",
+                                        "chapters": [{"file": "book/notation"}]}))
+    result = run_build("--config", str(config_file), "--toc", str(toc_file),
+                       "--path-output", str(tmp_path))
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    page = tmp_path / "_build" / "html" / "book" / "notation.html"
+    links = button_links(BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser"))
+    assert SAMPLE_REPOSITORY in links
+    assert any(link.startswith(f"{SAMPLE_REPOSITORY}/issues/new") for link in links), links
+    assert any(link.startswith("https://mybinder.org/v2/gh/example-org/attention-computed/")
+               for link in links), links
+    assert not any("colab" in link for link in links), "Colab cannot open MyST chapters"
 
 
 def test_fingerprint_follows_the_package(tmp_path: Path) -> None:

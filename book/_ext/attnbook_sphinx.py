@@ -7,7 +7,9 @@
    to the ``attnbook`` package or to the pinned requirements would leave stale outputs.
    This extension fingerprints both; when the fingerprint changes it clears the execution
    cache and Sphinx's saved environment, so every chapter runs again.
-3. Downloads: every chapter offers its executed notebook (``.ipynb``, with outputs) next to
+3. One switch for the buttons: the repository, issue and Binder launch buttons are
+   on exactly when ``repository.url`` is set in ``_config.yml``.
+4. Downloads: every chapter offers its executed notebook (``.ipynb``, with outputs) next to
    its MyST source.
 """
 
@@ -65,6 +67,30 @@ def invalidate_stale_cache(app: Sphinx, config: Config) -> None:
     Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current + "\n")
+
+
+#: The services the launch buttons open a chapter in, once the book has a public repository.
+#: Binder runs the repository's requirements (jupytext opens the MyST chapters as notebooks).
+#: Colab opens only .ipynb files from GitHub, and the chapters are MyST Markdown, so it stays
+#: off: a Colab button would open a text file.
+LAUNCH_SERVICES = {"binderhub_url": "https://mybinder.org"}
+
+
+def drive_buttons_from_repository(app: Sphinx, config: Config) -> None:
+    """Switch the repository, issue and launch buttons on exactly when ``repository.url`` is set.
+
+    ``_config.yml`` holds the repository's address in one place. Until the book has a public
+    home it stays empty and no button points at a made-up address; setting it turns on the
+    source-repository button, "open an issue" and launching a chapter on Binder.
+    """
+    options = config.html_theme_options
+    public = bool((options.get("repository_url") or "").strip())
+    options["use_repository_button"] = public
+    options["use_issues_button"] = public
+    launch = options.setdefault("launch_buttons", {})
+    for key, service in LAUNCH_SERVICES.items():
+        launch[key] = service if public else ""
+    launch["colab_url"] = ""
 
 
 def mathjax_source() -> Path:
@@ -161,6 +187,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     os.environ.pop("MPLBACKEND", None)
     # Run before myst-nb reads anything (config-inited precedes loading the environment).
     app.connect("config-inited", invalidate_stale_cache, priority=100)
+    app.connect("config-inited", drive_buttons_from_repository)
     # Before the theme builds its download menu (priority 501).
     app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("html-page-context", fix_citation_list_role)
