@@ -19,7 +19,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 help:
 	@echo "make book    build the whole book strictly into $(BUILD)/html"
 	@echo "make test    run the whole test suite (package, book build, Chromium)"
-	@echo "make bench   time attnbook against PyTorch's attention"
+	@echo "make bench   time attnbook against PyTorch, blockwise attention, and the book build"
 	@echo "make serve   serve the built site on http://localhost:$(PORT)"
 	@echo "make clean   remove the build output (keeps .venv)"
 
@@ -52,7 +52,11 @@ chromium:
 	fi
 
 bench: $(INSTALLED)
-	$(BIN)/python benchmarks/bench_attention.py
+	$(BIN)/python benchmarks/bench_attention.py; \
+	status=$$?; \
+	$(BIN)/python benchmarks/bench_efficient.py || status=1; \
+	$(BIN)/python benchmarks/bench_book.py || status=1; \
+	exit $$status
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check code tests exercises benchmarks book/_ext

@@ -143,6 +143,26 @@ def test_chapter_offers_its_executed_notebook_and_source(built_book: Path, page:
     assert (here / source[0]).resolve().is_file()
 
 
+#: Page weight budget of a chapter: its HTML and its own images (theme assets excluded).
+PAGE_BUDGET_BYTES = 1_500_000
+MAX_IMAGE_PIXELS_WIDE = 1400
+
+
+@pytest.mark.parametrize("page", chapter_pages())
+def test_chapter_page_weight(built_book: Path, page: str) -> None:
+    from PIL import Image
+
+    html_file = HTML / f"{page}.html"
+    images = {(html_file.parent / img["src"]).resolve()
+              for img in soup(page).select("main img[src]")
+              if not EXTERNAL.match(img["src"]) and not img["src"].startswith("data:")}
+    total = html_file.stat().st_size + sum(path.stat().st_size for path in images)
+    assert total < PAGE_BUDGET_BYTES, f"{page}: {total / 1e6:.2f} MB with its images"
+    for path in images:
+        with Image.open(path) as image:
+            assert image.width <= MAX_IMAGE_PIXELS_WIDE, f"{path.name} is {image.width} px wide"
+
+
 def test_glued_values_on_the_notation_page(built_book: Path) -> None:
     """The notation page glues the weights' shape and the default scale of its example."""
     text = soup("book/notation").get_text(" ")
