@@ -170,6 +170,8 @@ def _attend_query_block(q_block: Tensor, k_t: Tensor, v: Tensor, mask_rows: Tens
         row_sum.mul_(rescale).add_(probs.sum(dim=-1, keepdim=True))
         acc.mul_(rescale).add_(probs @ v[..., cols, :])
         row_max = new_max
+        # Free this tile before the next one is allocated: one tile alive, not two.
+        del scores, probs
     # row_sum is 0 only for a row that never saw an allowed key; its acc is 0 as well.
     return acc / row_sum.masked_fill(row_sum == 0, 1.0)
 
@@ -185,8 +187,8 @@ class KVCache:
     Two ways to store them:
 
     - ``KVCache()`` grows with :func:`torch.cat`: every append copies the whole cache,
-      ``O(t)`` per step and ``O(T**2)`` copying over a sequence of ``T`` tokens.
-    - ``KVCache(max_len=T)`` allocates room for ``T`` positions at the first append (when
+      ``O(t)`` per step and ``O(n**2)`` copying over a sequence of ``n`` tokens.
+    - ``KVCache(max_len=n)`` allocates room for ``n`` positions at the first append (when
       the batch shape, widths, dtype and device are known) and copies only the new tokens
       in place. Appending beyond ``max_len`` raises ``ValueError``. Because it writes in
       place, it is for inference: run the loop under ``torch.no_grad()``.
