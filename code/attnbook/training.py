@@ -18,8 +18,9 @@ each query's answer, and ``answerable(L)`` the positions whose target the input 
 :class:`TinyAttentionModel` adds a positional embedding to a token embedding, then runs one
 :class:`~attnbook.layers.MultiHeadAttention` layer, a small MLP and a linear readout; its
 forward returns the logits and the attention weights. Positions are what make the tasks
-possible: attention without them is permutation equivariant, so it cannot tell the first
-token from the last (``positions="none"`` shows it).
+possible: attention without them, and without a mask, is permutation equivariant, so it
+cannot tell the first token from the last (``positions="none"`` shows it; a causal mask
+breaks the symmetry).
 
 :func:`train` fits a model with Adam and returns a :class:`TrainingHistory` (losses,
 held-out accuracy, agreement with the required map, and the mean attention map at each
@@ -363,9 +364,14 @@ class TinyAttentionModel(nn.Module):
     ``x = token_embedding(tokens) + positions``, ``h = attention(x, mask)``,
     ``h = h + mlp(h)``, ``logits = readout(h)``.
 
-    There is no residual around the attention, on purpose: every task asks for a token that
-    sits at another position, and the only road from it to the output goes through the
-    attention weights, which keeps the maps easy to read.
+    There is no residual around the attention, on purpose. (Attention is the only step that
+    moves information between positions in any transformer, residual or not; a residual only
+    carries each position's own vector forward.) Without it, the vector the MLP and the
+    readout see at position ``i`` is just the mix of the values row ``i`` attends to, so the
+    map shows everything a prediction is built from. The cost: rows that put their weights
+    on the same keys get the same vector and so the same prediction, even when their
+    targets differ (in :class:`RepeatTask`, position 0 and the positions that want the
+    prefix's first token again).
 
     Args:
         vocab_size: the number of tokens.
@@ -674,8 +680,8 @@ def train(
     random state is forked and seeded for the duration, so the same call on the same
     initial model gives the same history and weights (and leaves the caller's random state
     alone). The loss averages the cross-entropy over every position, answerable or not.
-    The loop runs on one thread (restored afterwards): at this size more threads only add
-    waiting.
+    The loop runs on one thread (restored afterwards), which we found faster than several
+    for models this small.
 
     Args:
         model: a model whose ``forward(tokens, mask)`` returns ``(logits, weights)`` with
