@@ -23,12 +23,15 @@ from attnbook.checks import (
     check_batched_raw_attention,
     check_masked_softmax,
     check_nearest_by_cosine,
+    check_online_normalizer,
+    check_repeat_pattern,
     check_row_entropy,
     check_simple_attention,
     check_split_merge_heads,
     check_stable_softmax,
 )
 from attnbook.layers import MultiHeadAttention, SimpleAttention
+from attnbook.training import RepeatTask
 
 # ------------------------------------------------------------------ right answers, by hand
 
@@ -82,6 +85,35 @@ def split_heads(x, num_heads):
 def merge_heads(heads):
     B, h, L, d_head = heads.shape
     return heads.transpose(1, 2).reshape(B, L, h * d_head)  # (B, L, h * d)
+
+
+def repeat_pattern(L, period):
+    R = torch.zeros(L, L)
+    for t in range(L):
+        keys = [j for j in range(t + 1) if (t + 1 - j) % period == 0]
+        for j in keys:
+            R[t, j] = 1 / len(keys)
+    return R
+
+
+def online_normalizer(stream):
+    m, ell = float("-inf"), 0.0
+    for z in stream:
+        m_new = max(m, z)
+        ell = ell * math.exp(m - m_new) + math.exp(z - m_new)
+        m = m_new
+    return m, ell
+
+
+def online_normalizer_in_float64_tensors(stream):
+    m = torch.tensor(float("-inf"), dtype=torch.float64)
+    ell = torch.tensor(0.0, dtype=torch.float64)
+    for z in stream:
+        z = torch.tensor(z, dtype=torch.float64)
+        m_new = torch.maximum(m, z)
+        ell = ell * torch.exp(m - m_new) + torch.exp(z - m_new)
+        m = m_new
+    return m, ell
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -250,6 +282,127 @@ def merge_with_view(heads):
     return heads.transpose(1, 2).view(B, L, h * d_head)
 
 
+def _carrying_keys(L, period, offset=1):
+    query, key = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    return ((key <= query) & ((query + offset - key) % period == 0)).float()  # (L, L)
+
+
+def pattern_own_token(L, period):
+    carries = _carrying_keys(L, period, offset=0)
+    return carries / carries.sum(-1, keepdim=True).clamp(min=1)
+
+
+def pattern_nearest_copy_only(L, period):
+    R = torch.zeros(L, L)
+    for t in range(period - 1, L):
+        R[t, t + 1 - period] = 1.0
+    return R
+
+
+def pattern_negative_index(L, period):
+    R = torch.zeros(L, L)
+    for t in range(L):
+        R[t, t + 1 - period] = 1.0  # t + 1 - period < 0 wraps around to a later key
+    return R
+
+
+def pattern_not_normalised(L, period):
+    return _carrying_keys(L, period)
+
+
+def pattern_nan_rows(L, period):
+    carries = _carrying_keys(L, period)
+    return carries / carries.sum(-1, keepdim=True)
+
+
+def pattern_boolean(L, period):
+    return _carrying_keys(L, period).bool()
+
+
+def pattern_with_future_keys(L, period):
+    query, key = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    carries = ((query + 1 - key) % period == 0).float()
+    return carries / carries.sum(-1, keepdim=True).clamp(min=1)
+
+
+def pattern_transposed(L, period):
+    return repeat_pattern(L, period).T
+
+
+def pattern_dividing_by_zero(L, period):
+    R = torch.zeros(L, L)
+    for t in range(L):
+        keys = [j for j in range(t + 1) if (t + 1 - j) % period == 0]
+        share = 1 / len(keys)
+        for j in keys:
+            R[t, j] = share
+    return R
+
+
+def online_without_rescaling(stream):
+    m, ell = float("-inf"), 0.0
+    for z in stream:
+        m = max(m, z)
+        ell += math.exp(z - m)
+    return m, ell
+
+
+def online_rescaled_upwards(stream):
+    m, ell = float("-inf"), 0.0
+    for z in stream:
+        m_new = max(m, z)
+        ell = (ell * math.exp(m_new - m) if ell else 0.0) + math.exp(z - m_new)
+        m = m_new
+    return m, ell
+
+
+def online_sum_of_exp(stream):
+    m, ell = float("-inf"), 0.0
+    for z in stream:
+        m = max(m, z)
+        ell += math.exp(z)
+    return m, ell
+
+
+def online_two_passes(stream):
+    m = max(stream)
+    return m, sum(math.exp(z - m) for z in stream)
+
+
+def online_starting_at_zero(stream):
+    m, ell = 0.0, 0.0
+    for z in stream:
+        m_new = max(m, z)
+        ell = ell * math.exp(m - m_new) + math.exp(z - m_new)
+        m = m_new
+    return m, ell
+
+
+def online_swapped(stream):
+    m, ell = online_normalizer(stream)
+    return ell, m
+
+
+def online_with_len(stream):
+    scores = [next(stream) for _ in range(len(stream))]
+    return max(scores), 1.0
+
+
+def online_in_float32(stream):
+    m, ell = torch.tensor(float("-inf")), torch.tensor(0.0)
+    for z in stream:
+        z = torch.tensor(z)  # float32
+        m_new = torch.maximum(m, z)
+        ell = ell * torch.exp(m - m_new) + torch.exp(z - m_new)
+        m = m_new
+    return m, ell
+
+
+def online_logsumexp_only(stream):
+    m, ell = online_normalizer(stream)
+    return m + math.log(ell)
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [
@@ -268,6 +421,12 @@ PASSING: list[tuple[Callable, tuple]] = [
     (check_split_merge_heads, (lambda x, h: MultiHeadAttention(x.shape[-1], h).split_heads(x),
                                lambda t: MultiHeadAttention(t.shape[1] * t.shape[3],
                                                             t.shape[1]).merge_heads(t))),
+    (check_repeat_pattern, (repeat_pattern,)),
+    (check_repeat_pattern,
+     (lambda L, period: RepeatTask(length=L, period=period).required_pattern(),)),
+    (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
+    (check_online_normalizer, (online_normalizer,)),
+    (check_online_normalizer, (online_normalizer_in_float64_tensors,)),
 ]
 
 
@@ -355,6 +514,51 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      (split_heads, merge_without_transpose), ["merge", "transpose back before the reshape"]),
     ("merge with view", check_split_merge_heads, (split_heads, merge_with_view),
      ["merge_with_view(heads) raised RuntimeError", ".reshape(...)"]),
+    ("repeat pattern on the query's own token", check_repeat_pattern, (pattern_own_token,),
+     ["wrong row sums", "row 0 sums to 1, expected 0", "expected row sums: [0, 0, 0,",
+      "got row sums:      [1, 1, 1,", "t + 1 - j a multiple of period"]),
+    ("repeat pattern with the nearest copy only", check_repeat_pattern,
+     (pattern_nearest_copy_only,),
+     ["check 1", "wrong values in the map pattern_nearest_copy_only(16, 8)",
+      "expected[15, 0:6] = [0.5, 0, 0, 0, 0, 0]", "got[15, 0:6]      = [0, 0, 0, 0, 0, 0]",
+      "every earlier copy holds the answer"]),
+    ("repeat pattern with negative indices", check_repeat_pattern, (pattern_negative_index,),
+     ["row 0 sums to 1, expected 0", "R[t, -k] silently writes to column L - k"]),
+    ("repeat pattern not normalised", check_repeat_pattern, (pattern_not_normalised,),
+     ["row 15 sums to 2, expected 1", "divide each row by its number of keys"]),
+    ("repeat pattern with NaN rows", check_repeat_pattern, (pattern_nan_rows,),
+     ["112 NaN", "expected[0, 0:6] = [0, 0, 0, 0, 0, 0]", "clamp(min=1)"]),
+    ("repeat pattern as booleans", check_repeat_pattern, (pattern_boolean,),
+     ["has dtype torch.bool, expected a floating dtype", "got:      shape (16, 16), dtype "
+      "torch.bool", "the weights are fractions"]),
+    ("repeat pattern with future keys", check_repeat_pattern, (pattern_with_future_keys,),
+     ["row 0 sums to 1, expected 0", "the causal mask hides the later ones"]),
+    ("repeat pattern transposed", check_repeat_pattern, (pattern_transposed,),
+     ["wrong row sums", "you built the transpose"]),
+    ("repeat pattern dividing by zero", check_repeat_pattern, (pattern_dividing_by_zero,),
+     ["pattern_dividing_by_zero(16, 8) raised ZeroDivisionError", "leave it at zero"]),
+    ("online normaliser without rescaling", check_online_normalizer,
+     (online_without_rescaling,),
+     ["check 1 (100 random scores", "wrong value of ell", "expected ell = 12.54856",
+      "got ell      = 29.799", "the row: 100 scores", "exp(m_old - m_new)"]),
+    ("online normaliser rescaled upwards", check_online_normalizer,
+     (online_rescaled_upwards,), ["wrong value of ell", "at most 1"]),
+    ("online normaliser summing exp(z)", check_online_normalizer, (online_sum_of_exp,),
+     ["wrong value of ell", "not of exp(z_j)"]),
+    ("online normaliser reading the stream twice", check_online_normalizer,
+     (online_two_passes,), ["got ell      = 0.0", "can be read only once"]),
+    ("online normaliser starting at 0", check_online_normalizer, (online_starting_at_zero,),
+     ["very negative scores", "wrong value of m", "got m      = 0.0", "float('-inf'), not 0"]),
+    ("online normaliser pair swapped", check_online_normalizer, (online_swapped,),
+     ["wrong value of m", "in that order"]),
+    ("online normaliser taking len", check_online_normalizer, (online_with_len,),
+     ["online_with_len(stream) raised TypeError: object of type 'generator' has no len()",
+      "`for z in stream:`"]),
+    ("online normaliser in float32", check_online_normalizer, (online_in_float32,),
+     ["wrong value of m", "a float32 tensor such as `torch.tensor(z)` rounds them"]),
+    ("online normaliser returning the log-sum-exp", check_online_normalizer,
+     (online_logsumexp_only,),
+     ["returned a float, expected the pair (m, ell)", "`return m, ell`"]),
 ]
 
 
@@ -389,6 +593,7 @@ def test_mismatch_message_shows_shapes_values_and_difference():
 READER_CALLS = [
     (check_nearest_by_cosine, 1), (check_batched_raw_attention, 1),
     (check_stable_softmax, 1), (check_row_entropy, 1), (check_masked_softmax, 2),
+    (check_repeat_pattern, 2), (check_online_normalizer, 1),
 ]
 
 
@@ -481,6 +686,8 @@ def test_the_reader_gets_fresh_copies():
     (check_stable_softmax, "softmax_fn"),
     (check_row_entropy, "entropy_fn"),
     (check_masked_softmax, "masked_softmax_fn"),
+    (check_repeat_pattern, "pattern_fn"),
+    (check_online_normalizer, "normalizer_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
@@ -504,3 +711,56 @@ def test_split_merge_checker_names_the_bad_argument():
 def test_simple_attention_checker_wants_a_module_class_or_instance(bad):
     with pytest.raises(TypeError, match="^layer must be an nn.Module subclass or instance"):
         check_simple_attention(bad)
+
+
+def test_online_normalizer_mismatch_shows_every_digit():
+    with pytest.raises(ExerciseCheckError) as raised:
+        check_online_normalizer(online_in_float32)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == ("check_online_normalizer: check 1 (100 random scores, randn (100,)) "
+                        "failed: wrong value of m")
+    assert re.fullmatch(r"  expected m = 2\.56794205203\d+", lines[1]), lines[1]
+    assert re.fullmatch(r"  got m      = 2\.5679421\d+", lines[2]), lines[2]
+    assert re.match(r"  difference 9\.\d+e-08 \(allowed: 1e-12 \+ 1e-12·\|expected\|\)",
+                    lines[3]), lines[3]
+    assert lines[4].startswith("  the row: 100 scores [")
+    assert lines[-1].startswith("  hint: the scores are Python floats")
+
+
+def test_online_normalizer_reads_a_one_pass_stream_of_floats():
+    streams, scores = [], []
+
+    def spy(stream):
+        streams.append(stream)
+        assert iter(stream) is stream and not hasattr(stream, "__len__")
+        result = online_normalizer(z for z in stream if scores.append(z) is None)
+        assert next(stream, None) is None  # read to the end, once
+        return result
+
+    check_online_normalizer(spy)
+    assert len(streams) == 9 and len({id(s) for s in streams}) == 9
+    assert all(type(z) is float for z in scores)
+    assert math.inf not in scores and -math.inf in scores  # masked keys, never a leading one
+
+
+def test_online_normalizer_accepts_numbers_of_any_kind_and_refuses_the_rest():
+    def as_numpy(stream):
+        import numpy as np
+
+        m, ell = online_normalizer(stream)
+        return np.float64(m), torch.tensor([ell], dtype=torch.float64)
+
+    check_online_normalizer(as_numpy)
+    with pytest.raises(ExerciseCheckError, match=r"ell is a tensor of shape \(2,\), expected "
+                                                 r"one number"):
+        check_online_normalizer(lambda stream: (online_normalizer(stream)[0],
+                                                torch.ones(2, dtype=torch.float64)))
+    with pytest.raises(ExerciseCheckError, match="m is a str, expected one number"):
+        check_online_normalizer(lambda stream: ("m", 1.0))
+
+
+def test_the_new_checkers_leave_the_global_random_state_alone():
+    rng = torch.random.get_rng_state()
+    check_repeat_pattern(repeat_pattern)
+    check_online_normalizer(online_normalizer)
+    assert torch.equal(torch.random.get_rng_state(), rng)

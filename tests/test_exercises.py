@@ -3,7 +3,7 @@
 Each exercise folder is run the way a reader runs it, ``python -m pytest exercises/<name>``,
 in a subprocess. The reference solutions live in ``tests/exercise_solutions/<name>.py``; to
 check one, the folder is copied to a temporary directory and the copy's ``solution.py`` is
-replaced, so nothing ever writes to a file in ``exercises/``. The fourteen runs go through a
+replaced, so nothing ever writes to a file in ``exercises/``. The eighteen runs go through a
 small process pool, a couple at a time.
 """
 
@@ -55,6 +55,12 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     "multi_head_attention": ("multi-head-attention", "multi-head-attention-ex3", {
         "my_split_heads": lambda m: m.my_split_heads(torch.randn(2, 3, 4), 2),
         "my_merge_heads": lambda m: m.my_merge_heads(torch.randn(2, 2, 3, 2)),
+    }),
+    "training_attention": ("training-attention", "training-attention-ex3", {
+        "repeat_pattern": lambda m: m.repeat_pattern(9, 4),
+    }),
+    "efficient_attention": ("efficient-attention", "efficient-attention-ex3", {
+        "online_normalizer": lambda m: m.online_normalizer(iter([0.5, 2.0, -1.0])),
     }),
 }
 

@@ -27,12 +27,15 @@ One checker per chapter, named after what it checks:
 - ``causal-masks``: :func:`check_masked_softmax` on ``my_masked_softmax(scores, mask)``
 - ``multi-head-attention``: :func:`check_split_merge_heads` on ``my_split_heads(x, num_heads)``
   and ``my_merge_heads(heads)``
+- ``training-attention``: :func:`check_repeat_pattern` on ``repeat_pattern(L, period)``
+- ``efficient-attention``: :func:`check_online_normalizer` on ``online_normalizer(stream)``
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -42,6 +45,7 @@ from torch import Tensor, nn
 from .attention import masked_softmax, raw_self_attention
 from .layers import MultiHeadAttention, SimpleAttention
 from .masks import causal_mask, padding_mask
+from .training import RepeatTask
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
@@ -51,6 +55,8 @@ __all__ = [
     "check_batched_raw_attention",
     "check_masked_softmax",
     "check_nearest_by_cosine",
+    "check_online_normalizer",
+    "check_repeat_pattern",
     "check_row_entropy",
     "check_simple_attention",
     "check_split_merge_heads",
@@ -1059,4 +1065,324 @@ def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
                      names=("heads",))
         _expect_close("merge(split(x))", back, x, atol=0, rtol=0,
                       hint="merge must undo split exactly.")
+    checks.passed()
+
+
+# ------------------------------------------------------------------- training-attention
+
+
+def _carries(L: int, period: int, *, offset: int = 1, causal: bool = True,
+             nearest: bool = False, normalise: bool = True) -> Tensor:
+    """The ``(L, L)`` map over the keys ``j`` with ``t + offset - j`` a multiple of
+    ``period`` (only ``j <= t`` when ``causal``; only the nearest such key when ``nearest``),
+    each row divided by its number of keys when ``normalise``."""
+    query = torch.arange(L)[:, None]  # (L, 1)
+    key = torch.arange(L)[None, :]  # (1, L)
+    carries = (query + offset - key) % period == 0  # (L, L)
+    if causal:
+        carries &= key <= query
+    if nearest:
+        carries &= key >= query + offset - period
+    carries = carries.float()
+    return carries / carries.sum(-1, keepdim=True).clamp(min=1) if normalise else carries
+
+
+def _wrapped_nearest(L: int, period: int) -> Tensor:
+    """``R[t, t + 1 - period] = 1`` for every row, Python's negative indices included."""
+    wrapped = torch.zeros(L, L)
+    rows = torch.arange(L)
+    wrapped[rows, (rows + 1 - period) % L] = 1.0
+    return wrapped
+
+
+def _repeat_pattern_hint(error: Exception) -> str | None:
+    if isinstance(error, ZeroDivisionError):
+        return ("a row t < period - 1 has no key holding its target: leave it at zero "
+                "instead of dividing by its number of keys, 0.")
+    if isinstance(error, IndexError):
+        return ("keys run from 0 to L - 1: key t + 1 - period exists only from row "
+                "t = period - 1 on.")
+    return None
+
+
+def check_repeat_pattern(pattern_fn: Callable) -> None:
+    """Check ``pattern_fn(L, period) -> map``: the required map of the repeat task.
+
+    The exercise of the chapter ``training-attention``: the ``(L, L)`` float map of
+    ``RepeatTask(length=L, period=period)``, whose row ``t`` spreads 1 evenly over the keys
+    ``j <= t`` with ``t + 1 - j`` a multiple of ``period`` (the keys holding the token
+    ``x_{t+1}``), and whose rows ``t < period - 1``, which no key can answer, stay zero. The
+    reference is :meth:`attnbook.training.RepeatTask.required_pattern`, and the row sums
+    must be 1 exactly where :meth:`~attnbook.training.RepeatTask.answerable` is True.
+
+    Checks the chapter's task (``L = 16``, period 8), prefixes that repeat three and four
+    times, period 2, ``period = L``, the smallest task and a longer one.
+
+    Raises:
+        TypeError: if ``pattern_fn`` is not a function.
+        ExerciseCheckError: at the first failing check.
+    """
+    pattern_fn = _require_function("pattern_fn", pattern_fn)
+    checks = _Checks("check_repeat_pattern", _repeat_pattern_hint)
+    name = _name(pattern_fn)
+    hint = ("row t spreads 1 evenly over the keys j <= t with t + 1 - j a multiple of "
+            "period, the keys that hold x_(t+1); rows t < period - 1 stay zero.")
+
+    def run(L: int, period: int) -> None:
+        call = f"{name}({L}, {period})"
+        task = RepeatTask(length=L, period=period)
+        expected = task.required_pattern()  # (L, L), float32
+        mistakes: list[_Mistake] = [
+            ("key j holds x_j, and query t must predict x_(t+1): take the keys with "
+             "t + 1 - j a multiple of period. With t - j you point at copies of the query's "
+             "own token.", lambda: _carries(L, period, offset=0)),
+            ("only keys j <= t: the causal mask hides the later ones, and key t + 1 holds "
+             "the very token to predict.", lambda: _carries(L, period, causal=False)),
+            ("for t < period - 1 the index t + 1 - period is negative, and R[t, -k] "
+             "silently writes to column L - k, a later key: leave those rows at zero.",
+             lambda: _wrapped_nearest(L, period)),
+            ("every earlier copy holds the answer: spread 1 evenly over key t + 1 - period "
+             "and its copies further back, t + 1 - 2·period and so on, as long as they are "
+             ">= 0.", lambda: _carries(L, period, nearest=True)),
+            ("spread 1 evenly: divide each row by its number of keys, so that a row with k "
+             "keys gets 1/k on each.", lambda: _carries(L, period, normalise=False)),
+            ("rows are queries and columns keys: R[t, j] is the weight query t gives to key "
+             "j, and you built the transpose.", lambda: expected.T),
+        ]
+        got = _call(call, pattern_fn, L, period, names=("L", "period"))
+        got = _as_tensor(f"the map {call}", got, expected, hint)
+        if got.shape == expected.shape and not got.is_floating_point():
+            raise _Mismatch(
+                f"the map {call} has dtype {got.dtype}, expected a floating dtype such as "
+                f"torch.float32", [f"expected: {_describe(expected)}",
+                                   f"got:      {_describe(got)}"],
+                "the weights are fractions (1/2 when two keys hold the answer): build the "
+                "map with `torch.zeros(L, L)`, a float tensor, or call `.float()`.")
+        if got.shape == expected.shape and torch.isfinite(got.detach()).all():
+            sums = got.detach().cpu().double().sum(-1)  # (L,)
+            answerable = task.answerable().double()  # (L,)
+            if not torch.allclose(sums, answerable, atol=1e-5, rtol=0):
+                t = int(((sums - answerable).abs() > 1e-5).nonzero()[0])
+                if t < period - 1:
+                    fallback = ("rows t < period - 1 have no key holding their target: "
+                                "leave them all zero.")
+                elif sums[t] > 1:
+                    fallback = "spread 1 evenly: divide each row by its number of keys."
+                else:
+                    fallback = ("from t = period - 1 on, row t has at least the key "
+                                "t + 1 - period: its weights sum to 1.")
+                raise _Mismatch(
+                    f"wrong row sums of the map {call}: row {t} sums to "
+                    f"{_number(float(sums[t]))}, expected {_number(float(answerable[t]))}",
+                    [f"expected row sums: {_values(answerable, L)}",
+                     f"got row sums:      {_values(sums, L)}",
+                     f"rows 0 to {period - 2} cannot be answered: their target is a fresh "
+                     f"random token (RepeatTask.answerable() is False there)"],
+                    _diagnose(got, mistakes, 1e-6, 1e-5) or fallback)
+        _expect_close(
+            f"the map {call}", got, expected, atol=1e-6, rtol=1e-5, check_dtype=False,
+            hint=hint, mistakes=mistakes,
+            nan_hint="a row with no key divides 0 by 0, which is NaN: leave such rows at "
+                     "zero (divide by the number of keys clamped to at least 1, "
+                     "`counts.clamp(min=1)`).")
+
+    with checks.case("the chapter's task, L=16 and period=8: the prefix repeats twice"):
+        run(16, 8)
+    with checks.case("L=9, period=4: rows 7 and 8 have their answer at two keys"):
+        run(9, 4)
+    with checks.case("L=12, period=3: the last row has its answer at four keys"):
+        run(12, 3)
+    with checks.case("L=7, period=2"):
+        run(7, 2)
+    with checks.case("period = L = 6: only the last row can be answered"):
+        run(6, 6)
+    with checks.case("the smallest task, L=3 and period=2"):
+        run(3, 2)
+    with checks.case("a longer input, L=25 and period=5"):
+        run(25, 5)
+    checks.passed()
+
+
+# ------------------------------------------------------------------ efficient-attention
+
+_ONLINE_OVERFLOW_HINT = (
+    "exp overflowed: e^z does not fit in a float once z is above about 709. Exponentiate "
+    "only z - m, with m the running maximum, so that no term exceeds 1."
+)
+_LOW_PRECISION_HINT = (
+    "the scores are Python floats, that is float64; a float32 tensor such as "
+    "`torch.tensor(z)` rounds them. Compute with `math.exp` and `max`, or in torch.float64."
+)
+
+
+def _online_normalizer_hint(error: Exception) -> str | None:
+    message = str(error)
+    if isinstance(error, OverflowError):
+        return _ONLINE_OVERFLOW_HINT
+    if isinstance(error, TypeError) and any(
+            text in message for text in ("len()", "subscriptable", "reversed")):
+        return ("the scores arrive as an iterator: read them once, in order, with "
+                "`for z in stream:`. It has no length and no indexing, and it cannot go back.")
+    if isinstance(error, TypeError) and "Tensor" in message:
+        return ("the scores are Python floats: use `math.exp` and `max`, not `torch.exp` "
+                "and `torch.maximum` (or turn each one into a float64 tensor first).")
+    if isinstance(error, ValueError) and "empty" in message:
+        return ("the stream can be read only once: after `max(stream)` nothing is left. "
+                "Keep the maximum and the sum up to date in one loop.")
+    return None
+
+
+def _as_scalar(label: str, value: object, hint: str) -> float:
+    """One number as a Python float, or a failed check."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise _Mismatch(f"{label} is a tensor of shape {tuple(value.shape)}, expected one "
+                            f"number", [], hint)
+        return float(value.detach().cpu().reshape(()).double())
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    raise _Mismatch(f"{label} is a {type(value).__name__}, expected one number (a float)",
+                    [], hint)
+
+
+def _expect_number(label: str, got: float, expected: float, *, atol: float, rtol: float,
+                   hint: str, nan_hint: str, note: str,
+                   mistakes: Sequence[tuple[str, Callable[[], float]]] = ()) -> None:
+    """Fail unless the number ``got`` is within ``atol + rtol·|expected|`` of ``expected``;
+    both are shown with every digit, and ``hint`` is given when no known mistake explains
+    the difference."""
+    if math.isfinite(expected) and not math.isfinite(got):
+        headline, hint = f"{label} is {got!r} where a finite number was expected", nan_hint
+    elif abs(got - expected) <= atol + rtol * abs(expected):
+        return
+    else:
+        headline = f"wrong value of {label}"
+    for mistake, wrong in mistakes:
+        try:
+            candidate = float(wrong())
+        except Exception:  # a mistake that cannot even run on this input is not this one
+            continue
+        if candidate == got or (math.isfinite(candidate) and abs(got - candidate) <=
+                                10 * (atol + rtol * abs(candidate))):
+            hint = mistake
+            break
+    details = [f"expected {label} = {expected!r}", f"got {label}      = {got!r}"]
+    if math.isfinite(got):
+        details.append(f"difference {abs(got - expected):.3g} (allowed: {atol:g} + "
+                       f"{rtol:g}·|expected|)")
+    raise _Mismatch(headline, [*details, note], hint)
+
+
+def _without_rescaling(row: Tensor) -> Tensor:
+    """``ell`` when the old terms are never rescaled: ``sum_j exp(z_j - max(z_0..z_j))``."""
+    return torch.exp(row - row.cummax(0).values).sum()
+
+
+def _rescaled_upwards(scores: Sequence[float]) -> float:
+    """``ell`` when the rescaling factor is ``exp(m_new - m_old)`` instead of its inverse."""
+    m, ell = -math.inf, 0.0
+    for z in scores:
+        m_new = max(m, z)
+        ell = (ell * math.exp(m_new - m) if ell else 0.0) + math.exp(z - m_new)
+        m = m_new
+    return ell
+
+
+def check_online_normalizer(normalizer_fn: Callable) -> None:
+    """Check ``normalizer_fn(stream) -> (m, ell)``: the one-pass online normaliser.
+
+    The exercise of the chapter ``efficient-attention`` (Milakov and Gimelshein's online
+    softmax): ``stream`` is an iterator over the scores ``z_j`` of one row, Python floats,
+    which can be read only once; the answer is the pair of numbers ``m = max_j z_j`` and
+    ``ell = sum_j exp(z_j - m)``. Then ``exp(z_j - m) / ell`` is the softmax and
+    ``m + log(ell)`` the log-sum-exp of the row, which are compared with
+    :func:`torch.softmax` and :func:`torch.logsumexp`.
+
+    Checks rows of 1 to 1000 scores (random, rising so that the maximum moves at every
+    step, falling, all equal), scores near 1000 and of order 1e4 where ``exp(z)`` overflows,
+    scores all below -1000, and masked scores ``-inf`` after the first one. A row whose
+    every score is ``-inf`` has no maximum and is not checked.
+
+    Raises:
+        TypeError: if ``normalizer_fn`` is not a function.
+        ExerciseCheckError: at the first failing check.
+    """
+    normalizer_fn = _require_function("normalizer_fn", normalizer_fn)
+    checks = _Checks("check_online_normalizer", _online_normalizer_hint)
+    call = f"{_name(normalizer_fn)}(stream)"
+    pair_hint = "return the pair `(m, ell)` of two numbers, for instance `return m, ell`."
+
+    def run(row: Tensor) -> None:
+        row = row.double()  # (S,)
+        scores = row.tolist()
+        result = _call(call, normalizer_fn, (z for z in scores), names=("stream",))
+        got_m, got_ell = _expect_pair(call, result, "m", "ell")
+        low = [isinstance(v, Tensor) and v.is_floating_point() and v.dtype != torch.float64
+               for v in (got_m, got_ell)]
+        got_m = _as_scalar("m", got_m, pair_hint)
+        got_ell = _as_scalar("ell", got_ell, pair_hint)
+        m = float(row.max())
+        ell = float(torch.exp(row - m).sum())
+        note = f"the row: {len(scores)} scores {_values(scores)}"
+        _expect_number(
+            "m", got_m, m, atol=1e-12, rtol=1e-12, note=note,
+            hint=_LOW_PRECISION_HINT if low[0] else
+            "m is the largest score of the row: update it with every score, "
+            "`m = max(m, z)`, starting from float('-inf').",
+            nan_hint="start m at float('-inf') and update it with `m = max(m, z)`: it is "
+                     "then the largest score, finite as soon as one score is.",
+            mistakes=[
+                ("return the pair (m, ell) in that order: the maximum first, then the sum.",
+                 lambda: ell),
+                ("start the running maximum at float('-inf'), not 0: when every score is "
+                 "negative, 0 is above all of them.", lambda: max(m, 0.0)),
+                ("m must be the maximum of all the scores: update it with every score, "
+                 "`m = max(m, z)`, not only with the first.", lambda: scores[0]),
+                ("m is the running maximum, not the last score read: `m = max(m, z)`.",
+                 lambda: scores[-1])])
+        _expect_number(
+            "ell", got_ell, ell, atol=1e-12, rtol=1e-9, note=note,
+            hint=_LOW_PRECISION_HINT if low[1] else
+            "ell is the sum of exp(z_j - m) over the whole row, with m the final maximum.",
+            nan_hint=_ONLINE_OVERFLOW_HINT,
+            mistakes=[
+                ("ell is 0: the stream can be read only once, and a second loop over it sees "
+                 "nothing. Update m and ell together, in one loop.", lambda: 0.0),
+                ("when a score beats the maximum, rescale the sum so far: "
+                 "`ell = ell * exp(m_old - m_new) + exp(z - m_new)`. Without it the old "
+                 "terms stay relative to the old maximum.", lambda: _without_rescaling(row)),
+                ("the rescaling factor is exp(m_old - m_new), at most 1: the old terms "
+                 "shrink when the maximum rises.", lambda: _rescaled_upwards(scores)),
+                ("ell is the sum of exp(z_j - m), relative to the maximum m, not of "
+                 "exp(z_j): that is what keeps every term at most 1.",
+                 lambda: torch.exp(row).sum())])
+        # What (m, ell) are for: the softmax and the log-sum-exp of the row.
+        _expect_close("the softmax exp(z - m) / ell", torch.exp(row - got_m) / got_ell,
+                      torch.softmax(row, dim=0), atol=1e-12, rtol=1e-9, note=note,
+                      hint="the weights exp(z_j - m) / ell must be torch.softmax of the row.")
+        _expect_number("the log-sum-exp m + log(ell)", got_m + math.log(got_ell),
+                       float(torch.logsumexp(row, dim=0)), atol=1e-9, rtol=1e-12, note=note,
+                       hint="m + log(ell) must be torch.logsumexp of the row.",
+                       nan_hint="m + log(ell) must be torch.logsumexp of the row.")
+
+    with checks.case("100 random scores, randn (100,)"):
+        run(_randn(100, seed=81, dtype=torch.float64))
+    with checks.case("a single score: m = z and ell = 1"):
+        run(torch.tensor([0.7]))
+    with checks.case("20 rising scores: the maximum moves at every step"):
+        run(torch.linspace(-3.0, 6.0, 20, dtype=torch.float64))
+    with checks.case("20 falling scores: the maximum never moves after the first"):
+        run(torch.linspace(6.0, -3.0, 20, dtype=torch.float64))
+    with checks.case("5 equal scores 2.0: ell = 5"):
+        run(torch.full((5,), 2.0, dtype=torch.float64))
+    with checks.case("100 scores near 1000, 1000 + randn (100,): exp(z) overflows"):
+        run(1000.0 + _randn(100, seed=82, dtype=torch.float64))
+    with checks.case("1000 huge scores, 1e4 · randn (1000,)"):
+        run(_randn(1000, seed=83, dtype=torch.float64, scale=1e4))
+    with checks.case("very negative scores, -2000 + randn (50,)"):
+        run(-2000.0 + _randn(50, seed=84, dtype=torch.float64))
+    with checks.case("masked keys: scores of -inf after the first score"):
+        scores = _randn(8, seed=85, dtype=torch.float64)
+        scores[[1, 4, 5, 7]] = -math.inf
+        run(scores)
     checks.passed()

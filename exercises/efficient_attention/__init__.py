@@ -1,0 +1,1 @@
+"""Exercise of the chapter `efficient-attention`: your code is in solution.py."""
