@@ -63,6 +63,9 @@ __all__ = [
     "check_stable_softmax",
 ]
 
+#: The fill value of a common wrong masked softmax, reproduced to recognise that mistake.
+_BIG_NEGATIVE_FILL = -1e9
+
 
 class ExerciseCheckError(AssertionError):
     """A reader's solution failed a check. The message says which check, what was expected,
@@ -443,7 +446,9 @@ def check_nearest_by_cosine(nearest_fn: Callable, *, pretrained: bool = False) -
                 ids, _ = _nearest_reference(table, table[token_id], 10, token_id)
                 if model.tokenizer.convert_ids_to_tokens(ids.tolist()) != \
                         [token for token, _ in reference]:
-                    raise RuntimeError("check_nearest_by_cosine disagrees with nearest_tokens")
+                    # Not the reader's fault: the package contradicts itself.
+                    raise AssertionError("check_nearest_by_cosine's reference disagrees with "
+                                         "attnbook.pretrained.nearest_tokens")
                 run(table, table[token_id], 10, token_id,
                     tokens=model.tokenizer.convert_ids_to_tokens)
     checks.passed()
@@ -896,7 +901,9 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> None:
                  lambda: masked_softmax(wide, ~mask).to(scores.dtype)),
                 ("a row with no allowed key must come out all zeros: filling with -1e9 "
                  "turns it into a uniform average over keys it must not see.",
-                 lambda: torch.softmax(wide.masked_fill(~mask, -1e9), dim=-1)
+                 # The reader's likely mistake, reproduced to recognise it: never the fill
+                 # value of the package itself.
+                 lambda: torch.softmax(wide.masked_fill(~mask, _BIG_NEGATIVE_FILL), dim=-1)
                  .to(scores.dtype)),
                 ("apply the mask: fill the forbidden scores with float('-inf') before the "
                  "softmax.", lambda: torch.softmax(wide, dim=-1).to(scores.dtype))])
