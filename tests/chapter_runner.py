@@ -1,0 +1,213 @@
+"""Execute a chapter as a plain notebook, outside Sphinx, in a chosen numeric environment.
+
+The book's build runs every chapter once, on the build machine, with its thread count and its
+CPU's vector kernels. Floating-point results differ in the last bits between those set-ups, so
+a chapter whose asserts hold on one machine can fail on a reader's. This module runs a chapter
+the way the build does (jupytext reads the MyST source, nbclient runs it in a fresh kernel,
+from ``book/``), but in an environment the caller picks, and reports the first failing cell.
+
+Used by ``tests/test_portability.py``; also a command for contributors::
+
+    .venv/bin/python tests/chapter_runner.py --env one-thread book/scaling.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+
+#: The numeric environments a chapter must run in, besides the build machine's own.
+#: ``one-thread``: every parallel reduction splits its work differently than with several.
+#: ``baseline-cpu``: PyTorch's plain (non-AVX) kernels and MKL restricted to SSE4.2, which
+#: stands in for an older or different CPU.
+#: ``many-threads``: sixteen threads, as on a workstation; besides splitting reductions
+#: differently, some kernels (PyTorch's fused attention among them) allocate scratch memory
+#: per thread, so a claim about memory can depend on the thread count too.
+#: ``scrambled-clock``: every timer returns random readings (``scrambled_clock/scramble.py``,
+#: an IPython startup file), standing in for a machine so loaded, or so different, that any
+#: timing comparison can come out either way.
+ENVIRONMENTS: dict[str, dict[str, str]] = {
+    "default": {},
+    "one-thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    "baseline-cpu": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+    "many-threads": {"OMP_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"},
+    "scrambled-clock": {"IPYTHONDIR": "<a profile whose startup scrambles time.perf_counter, "
+                                      "time.process_time and timeit>"},
+}
+SCRAMBLE = Path(__file__).with_name("scrambled_clock") / "scramble.py"
+
+#: What the book's Sphinx extension sets for its kernels (book/_ext/attnbook_sphinx.py).
+BUILD_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+             "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+@dataclass
+class ChapterFailure(Exception):
+    """A chapter's cell raised where no error was expected."""
+
+    chapter: str
+    environment: str
+    cell_index: int
+    cell_source: str
+    error: str
+
+    def __str__(self) -> str:
+        first_lines = "\n".join(self.cell_source.splitlines()[:6])
+        text = (BOOK / f"{self.chapter}.md").read_text()
+        where = text.find(self.cell_source) if self.cell_source else -1
+        line = f", line {text.count(chr(10), 0, where) + 1}" if where >= 0 else ""
+        return (f"book/{self.chapter}.md{line}: code cell {self.cell_index} failed in the "
+                f"'{self.environment}' environment ({describe(self.environment)}):\n"
+                f"{self.error}\n--- the cell begins ---\n{first_lines}")
+
+
+def describe(environment: str) -> str:
+    """The environment's variables, as a reader would export them."""
+    variables = ENVIRONMENTS[environment]
+    return " ".join(f"{k}={v}" for k, v in variables.items()) or "the machine's own settings"
+
+
+def kernel_env(environment: str, scratch: Path) -> dict[str, str]:
+    """The full environment for the chapter's kernel; ``scratch`` is an empty folder."""
+    if environment not in ENVIRONMENTS:
+        raise ValueError(f"environment must be one of {sorted(ENVIRONMENTS)}, "
+                         f"got {environment!r}")
+    env = {**os.environ, **BUILD_ENV, **ENVIRONMENTS[environment]}
+    if environment == "scrambled-clock":
+        startup = scratch / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        shutil.copy(SCRAMBLE, startup / "00-scramble.py")
+        env["IPYTHONDIR"] = str(scratch)
+    # The inline backend draws the figures, as in the build; a non-interactive backend set by
+    # the caller would silently skip them.
+    env.pop("MPLBACKEND", None)
+    return env
+
+
+def execute_chapter(chapter: Path, environment: str,
+                    timeout: int = 600) -> tuple[float, object]:
+    """Run every code cell of ``chapter`` in ``environment``.
+
+    Returns the seconds it took and the executed notebook.
+
+    Raises ``ChapterFailure`` naming the chapter, the cell and the environment when a cell
+    not tagged ``raises-exception`` raises.
+    """
+    import jupytext
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    notebook = jupytext.read(chapter)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(chapter.parent)}})
+    start = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            client.execute(env=kernel_env(environment, Path(scratch)))
+    except CellExecutionError as error:
+        code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        for index, cell in enumerate(code_cells):
+            expected = "raises-exception" in cell.get("metadata", {}).get("tags", [])
+            errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+            if errors and not expected:
+                summary = f"{errors[0]['ename']}: {errors[0]['evalue']}"
+                raise ChapterFailure(chapter.stem, environment, index, cell.source,
+                                     summary) from None
+        raise ChapterFailure(chapter.stem, environment, -1, "", str(error)[-2000:]) from None
+    return time.perf_counter() - start, notebook
+
+
+GLUE_REFERENCE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
+
+
+def glued_values(notebook) -> dict[str, str]:
+    """Every value the executed notebook glued, as the text the page would show."""
+    values = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                data = output.get("data", {})
+                values[name] = data.get("text/plain",
+                                        data.get("application/papermill.record/text/plain"))
+    return values
+
+
+def notebook_chapters() -> list[Path]:
+    """The book's pages that are notebooks (their front matter names a kernel)."""
+    return sorted(path for path in BOOK.glob("*.md")
+                  if "kernelspec:" in path.read_text().split("\n---", 1)[0])
+
+
+def outcome(chapter: Path, environment: str) -> tuple[float, str | None]:
+    """(seconds, None) when the chapter runs cleanly, else (seconds, what went wrong)."""
+    start = time.perf_counter()
+    try:
+        _, notebook = execute_chapter(chapter, environment)
+    except ChapterFailure as failure:
+        return time.perf_counter() - start, str(failure)
+    problems = glue_problems(chapter, notebook)
+    report = (f"book/{chapter.name}: glue references the strict build would reject in the "
+              f"'{environment}' environment:\n" + "\n".join(problems)) if problems else None
+    return time.perf_counter() - start, report
+
+
+def glue_problems(chapter: Path, notebook) -> list[str]:
+    """What the strict build would reject in the prose's glue references.
+
+    A ``{glue:text}`` reference to a name no cell glued, and a formatted reference
+    (``name:.2f``) to a value that is not a plain Python number (a NumPy or torch scalar
+    glues as ``np.float64(...)``, which the format cannot read).
+    """
+    values = glued_values(notebook)
+    problems = []
+    for name, spec in GLUE_REFERENCE.findall(chapter.read_text()):
+        if name not in values:
+            problems.append(f"{name}: referenced in the prose, never glued")
+            continue
+        if spec:
+            try:
+                number = ast.literal_eval(values[name])
+                format(number, spec)
+                if isinstance(number, bool) or not isinstance(number, int | float):
+                    raise TypeError(type(number).__name__)
+            except (ValueError, TypeError, SyntaxError) as error:
+                problems.append(f"{name}: glued {values[name]!r}, which the format "
+                                f"'{spec}' cannot show ({error})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="default", choices=sorted(ENVIRONMENTS))
+    parser.add_argument("chapters", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    status = 0
+    for chapter in args.chapters:
+        try:
+            seconds, notebook = execute_chapter(chapter.resolve(), args.env)
+            problems = glue_problems(chapter, notebook)
+            verdict = "GLUE" if problems else "ok"
+            print(f"{verdict:5s} {chapter.stem:28s} {args.env:15s} {seconds:6.1f} s", flush=True)
+            for problem in problems:
+                print(f"      {problem}", flush=True)
+            status |= bool(problems)
+        except ChapterFailure as failure:
+            print(f"FAIL  {failure}", flush=True)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
