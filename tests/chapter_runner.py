@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
+sys.path.insert(0, str(BOOK / "_ext"))
+
+from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 
 #: The numeric environments a chapter must run in, besides the build machine's own.
 #: ``one-thread``: every parallel reduction splits its work differently than with several.
@@ -47,9 +50,6 @@ ENVIRONMENTS: dict[str, dict[str, str]] = {
 }
 SCRAMBLE = Path(__file__).with_name("scrambled_clock") / "scramble.py"
 
-#: What the book's Sphinx extension sets for its kernels (book/_ext/attnbook_sphinx.py).
-BUILD_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-             "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 @dataclass
@@ -83,7 +83,8 @@ def kernel_env(environment: str, scratch: Path) -> dict[str, str]:
     if environment not in ENVIRONMENTS:
         raise ValueError(f"environment must be one of {sorted(ENVIRONMENTS)}, "
                          f"got {environment!r}")
-    env = {**os.environ, **BUILD_ENV, **ENVIRONMENTS[environment]}
+    # What the book's build gives its kernels, then the environment's own variables.
+    env = {**KERNEL_ENV, **os.environ, **ENVIRONMENTS[environment]}
     if environment == "scrambled-clock":
         startup = scratch / "profile_default" / "startup"
         startup.mkdir(parents=True)

@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "requirements.txt", "pyproject.toml")
 FINGERPRINT_FILE = ".attnbook-fingerprint"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+#: What every chapter's kernel inherits (unless the caller set it): offline, and OpenMP threads
+#: that sleep when idle. Chapters that time many small kernels (blockwise attention, short
+#: training loops) run several times slower when idle threads spin on a shared 2-core machine.
+KERNEL_ENV = {**OFFLINE_ENV, "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def fingerprint(root: Path) -> str:
@@ -177,11 +181,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     # A change to this file changes this value, and Sphinx then writes every page again.
     own_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     app.add_config_value("attnbook_sphinx_hash", own_hash, "html")
-    for key, value in OFFLINE_ENV.items():
+    for key, value in KERNEL_ENV.items():
         os.environ.setdefault(key, value)
-    # Chapters that time many small kernels (blockwise attention, short training loops) run
-    # several times slower when idle OpenMP threads spin on a shared 2-core machine.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # The kernels inherit this environment. A non-interactive MPLBACKEND such as Agg would
     # stop matplotlib's inline backend, and every figure would vanish from the pages.
     os.environ.pop("MPLBACKEND", None)
