@@ -13,8 +13,6 @@ math backend, which also materialises the (L, S) weights: what is achievable wit
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -25,24 +23,17 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from attnbook.attention import attention
 from attnbook.layers import MultiHeadAttention
 from attnbook.masks import causal_mask
+from attnbook.timing import time_in_turns
 
 B, H, L, D = 8, 8, 256, 256
 
 
 def median_seconds(step: Callable[[], None], other: Callable[[], None], rounds: int,
                    inner: int) -> tuple[float, float]:
-    """Median time per call of ``step`` and ``other``, run alternately."""
-    for _ in range(3):
-        step()
-        other()
-    ours, theirs = [], []
-    for _ in range(rounds):
-        for fn, times in ((step, ours), (other, theirs)):
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            times.append((time.perf_counter() - start) / inner)
-    return statistics.median(ours), statistics.median(theirs)
+    """Median time per call of ``step`` and ``other``, run in turns."""
+    times = time_in_turns({"ours": step, "theirs": other}, rounds=rounds, inner=inner,
+                          warmup=3)
+    return times["ours"], times["theirs"]
 
 
 def forward_backward(fn: Callable[[], torch.Tensor], *tensors: torch.Tensor

@@ -38,8 +38,6 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads OpenMP
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import torch  # noqa: E402
@@ -54,6 +52,7 @@ from attnbook.efficient import (  # noqa: E402
     peak_memory_bytes,
 )
 from attnbook.masks import causal_mask  # noqa: E402
+from attnbook.timing import time_in_turns  # noqa: E402
 
 B, H, E = 1, 8, 64
 LENGTHS = (512, 1024, 2048, 4096, 8192)
@@ -93,13 +92,7 @@ def measure(L: int, block_size: int) -> tuple[dict[str, int], dict[str, float]]:
             raise AssertionError(f"{name} differs from the fused kernel by {error} at L={L}")
     outputs.clear()
 
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds_for(L)):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return peaks, {name: statistics.median(ts) for name, ts in times.items()}
+    return peaks, time_in_turns(fns, rounds=rounds_for(L), warmup=0)  # warmed up above
 
 
 def decode_seconds(L: int, rounds: int = 3) -> dict[str, float]:
@@ -117,14 +110,8 @@ def decode_seconds(L: int, rounds: int = 3) -> dict[str, float]:
             attention(q[..., :t, :], k[..., :t, :], v[..., :t, :], causal_mask(t),
                       return_weights=False)
 
-    times: dict[str, list[float]] = {"cache": [], "recompute": []}
     with torch.no_grad():
-        for _ in range(rounds):
-            for name, fn in (("cache", cached), ("recompute", recompute)):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+        return time_in_turns({"cache": cached, "recompute": recompute}, rounds=rounds)
 
 
 def main() -> int:

@@ -624,6 +624,45 @@ def test_not_implemented_gets_the_replace_hint():
     assert isinstance(raised.value.__cause__, NotImplementedError)
 
 
+def test_the_message_names_the_readers_line_but_no_file():
+    def my_softmax(scores):
+        row = scores[99]  # out of range for every check's input
+        return row
+
+    with pytest.raises(ExerciseCheckError) as raised:
+        check_stable_softmax(my_softmax)
+    message = str(raised.value)
+    assert re.search(r"\n  at my_softmax, line \d+: row = scores\[99\]", message)
+    assert __file__ not in message and "checks.py" not in message
+
+
+def test_in_ipython_the_error_shows_as_its_message_alone():
+    """The book's failing-stub cells show the checker's message, not this module's frames."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import attnbook.checks as checks_module
+
+    shell = InteractiveShell.instance()
+    shown = []
+    shell._showtraceback = lambda kind, value, lines: shown.append(lines)
+    try:
+        checks_module._show_briefly_in_ipython()
+        assert shell.custom_exceptions == (ExerciseCheckError,)
+        result = shell.run_cell(
+            "from attnbook.checks import check_stable_softmax\n"
+            "def my_softmax(scores):\n"
+            "    raise NotImplementedError('your code here')\n"
+            "check_stable_softmax(my_softmax)\n")
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
+    assert isinstance(result.error_in_exec, ExerciseCheckError)  # still an error: -W fails
+    assert len(shown) == 1
+    lines = shown[0]
+    assert lines[0].startswith("ExerciseCheckError: check_stable_softmax: check 1")
+    assert not any("Traceback" in line or "checks.py" in line for line in lines)
+
+
 def test_a_class_that_raises_in_init_or_forward_is_reported_as_theirs():
     class Unfinished(nn.Module):
         def __init__(self, n_embd):

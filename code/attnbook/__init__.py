@@ -9,6 +9,7 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.plots``: the book's figure style and heatmaps
 - ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
 - ``attnbook.checks``: checkers for the exercises, run on a reader's code
+- ``attnbook.timing``: timing in turns, and the measured ratio in words
 - ``attnbook.training``: synthetic tasks, a tiny attention model and its training loop
 """
 
@@ -20,7 +21,7 @@ from types import ModuleType
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "checks", "efficient", "explorer", "layers", "masks", "plots",
-               "pretrained", "training")
+               "pretrained", "timing", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -7,7 +7,9 @@ comes back with the package's own implementation. It ends in one of two ways:
 - a check fails: it raises :class:`ExerciseCheckError` (an ``AssertionError``) whose message
   names the failing check, what was expected, what came back (shapes, dtypes, a few values,
   the largest difference) and a hint. An exception raised by the reader's own code is reported
-  as theirs, with its type and message, and chained to it so the traceback shows their line.
+  as theirs, with its type, its message and the line of their code that raised it, and chained
+  to it so a full traceback still shows that line. In IPython and Jupyter the error is shown
+  as its message alone, without this module's frames.
 
 The checkers never change what they are given: the reader's functions get fresh copies of the
 inputs (and a check fails if they change them in place), and a module is copied, never trained
@@ -36,7 +38,10 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import os
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -151,11 +156,14 @@ class _Case:
                 hint = _NOT_IMPLEMENTED_HINT
             else:
                 hint = self.error_hint(error) or (
-                    "the traceback above ends at the line of your code that raised it."
+                    "the line above is where your code raised it; call your function on "
+                    "a small input to see the whole traceback."
                 )
+            raised_at = _reader_line(error)
             raise ExerciseCheckError(
                 f"{self.where}: {failure.call} raised {type(error).__name__}: {error}\n"
-                f"  hint: {hint}"
+                + (f"  at {raised_at}\n" if raised_at else "")
+                + f"  hint: {hint}"
             ) from error
         if isinstance(failure, _Mismatch):
             lines = [f"{self.where} failed: {failure.headline}"]
@@ -164,6 +172,50 @@ class _Case:
                 lines.append(f"  hint: {failure.hint}")
             raise ExerciseCheckError("\n".join(lines)) from None
         return False
+
+
+def _reader_line(error: BaseException) -> str | None:
+    """Where the reader's code raised ``error``: ``"my_softmax, line 3: raise ..."``.
+
+    The last frame of the traceback outside this package (and outside torch), with no file
+    name: a notebook cell's file is a temporary path that means nothing to the reader.
+    """
+    package = str(Path(__file__).resolve().parent)
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not str(Path(frame.filename).resolve()).startswith(package)
+              and f"{os.sep}torch{os.sep}" not in frame.filename]
+    if not frames:
+        return None
+    frame = frames[-1]
+    return f"{frame.name}, line {frame.lineno}: {(frame.line or '').strip()}"
+
+
+def _show_briefly_in_ipython() -> None:
+    """In IPython and Jupyter, show an :class:`ExerciseCheckError` as its message alone.
+
+    The message already says which check failed, what was expected, what came back, where
+    the reader's code raised and a hint; the forty lines of this module's frames under it
+    would hide it. Elsewhere (plain Python, pytest) nothing changes. This replaces any other
+    custom exception handler the shell had.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # IPython is not installed: nothing to configure
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def brief(shell: object, kind: type, value: BaseException, tb: object,
+              tb_offset: int | None = None) -> list[str]:
+        lines = f"{kind.__name__}: {value}".splitlines()
+        shell._showtraceback(kind, value, lines)  # the shell's own way to show an error
+        return lines
+
+    shell.set_custom_exc((ExerciseCheckError,), brief)
+
+
+_show_briefly_in_ipython()
 
 
 def _require_function(argument: str, value: object) -> Callable:

@@ -38,8 +38,7 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
@@ -50,6 +49,7 @@ from torch import Tensor, nn
 from .attention import _require_tensor, check_mask
 from .layers import MultiHeadAttention
 from .masks import _require_count, causal_mask
+from .timing import one_thread
 
 __all__ = [
     "Evaluation",
@@ -76,21 +76,6 @@ _HELD_OUT = 1_000_003
 
 #: A function ``n -> (n, n)`` boolean mask, such as :func:`~attnbook.masks.causal_mask`.
 MaskFn = Callable[[int], Tensor]
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch on one thread, then restore the caller's thread count.
-
-    Matrices this small gain nothing from threads, and on a machine busy with other work
-    extra threads mostly wait for each other (several times slower, measured).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _require_rate(name: str, value: object) -> float:
@@ -611,7 +596,7 @@ def _measure(model: nn.Module, task: Task, inputs: Tensor, targets: Tensor,
     was_training = model.training
     model.eval()
     try:
-        with _one_thread():
+        with one_thread():
             logits, weights = model(inputs, mask)  # (B, L, V), (B, h, L, L)
     finally:
         model.train(was_training)
@@ -741,7 +726,7 @@ def train(
         return result
 
     optimizer = torch.optim.Adam(params, lr=lr)
-    with _one_thread(), torch.random.fork_rng(devices=[]):
+    with one_thread(), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         start = time.perf_counter()
         record(0)
@@ -817,7 +802,7 @@ def generate(model: nn.Module, prompt: Tensor, steps: int,
     was_training = model.training
     model.eval()
     try:
-        with _one_thread():
+        with one_thread():
             for _ in range(steps):
                 n = tokens.shape[1]
                 mask = None if mask_fn is None else mask_fn(n)  # (n, n)
