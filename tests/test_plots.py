@@ -119,3 +119,103 @@ def test_figure_saves(tmp_path):
     ax.figure.savefig(path)
     assert path.stat().st_size > 0
     assert ax.figure.get_facecolor()[:3] == (1.0, 1.0, 1.0)  # white in dark mode too
+
+
+# shade_masked and mask_panels: the hatched masked cells of the causal-masks chapter.
+
+def causal_weights(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A causal mask and softmax weights that are exactly 0 where it forbids a key."""
+    from attnbook.attention import masked_softmax
+    from attnbook.masks import causal_mask
+
+    mask = causal_mask(n)
+    scores = torch.randn(n, n, generator=torch.Generator().manual_seed(3))
+    return mask, masked_softmax(scores, mask)
+
+
+def hatched(ax) -> list:
+    return [p for p in ax.patches if p.get_hatch() == "///"]
+
+
+def test_shade_masked_hatches_forbidden_cells_and_hides_their_zeros():
+    from attnbook.plots import MASKED_GREY, shade_masked
+
+    mask, weights = causal_weights(4)
+    ax = attention_heatmap(weights, annotate=True)
+    shade_masked(ax, mask, weights)
+    patches = hatched(ax)
+    assert len(patches) == int((~mask).sum()) == 6
+    corners = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in patches}
+    assert corners == {(j, i) for i in range(4) for j in range(4) if j > i}
+    assert all(mpl.colors.same_color(p.get_facecolor(), MASKED_GREY) for p in patches)
+    visible = {(round(t.get_position()[1]), round(t.get_position()[0]))
+               for t in ax.texts if t.get_visible()}
+    assert visible == {(i, j) for i in range(4) for j in range(4) if j <= i}
+
+
+def test_shade_masked_keeps_a_forbidden_weight_that_is_not_zero():
+    from attnbook.plots import shade_masked
+
+    mask = torch.tensor([[True, False], [True, True]])
+    leaked = np.array([[0.8, 0.2], [0.5, 0.5]])  # the forbidden cell holds 0.2
+    ax = attention_heatmap(leaked, annotate=True)
+    shade_masked(ax, mask, leaked)
+    (patch,) = hatched(ax)
+    assert patch.get_facecolor()[3] == 0.0  # transparent: the colour shows through
+    assert all(t.get_visible() for t in ax.texts)
+
+
+def test_shade_masked_rejects_bad_masks():
+    from attnbook.plots import shade_masked
+
+    mask, weights = causal_weights(3)
+    ax = attention_heatmap(weights)
+    with pytest.raises(TypeError, match="boolean"):
+        shade_masked(ax, mask.float(), weights)
+    with pytest.raises(ValueError, match="shape"):
+        shade_masked(ax, mask[:2], weights)
+    with pytest.raises(TypeError, match="mask"):
+        shade_masked(ax, [[True]], weights)
+
+
+def test_mask_panels_draws_one_panel_per_matrix_with_a_legend_of_what_it_shows():
+    from attnbook.plots import NAN_GREY, mask_panels
+
+    mask, weights = causal_weights(3)
+    nan_rows = weights.clone()
+    nan_rows[0] = float("nan")
+    fig, axes = mask_panels({"no mask": softmax_rows(3, 3), "causal": weights,
+                             "NaN": nan_rows}, ["a", "b", "c"], [None, mask, mask])
+    assert [ax.get_title() for ax in axes] == ["no mask", "causal", "NaN"]
+    assert len(hatched(axes[0])) == 0 and len(hatched(axes[1])) == 3
+    assert tick_texts(axes[0].get_yticklabels()) == ["a", "b", "c"]
+    assert not axes[1].yaxis.get_tick_params()["labelleft"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["masked: weight exactly 0", "masked, yet not 0", "NaN"]
+    bad = axes[2].images[0].get_cmap().get_bad()
+    assert mpl.colors.same_color(bad, NAN_GREY)
+    assert len(fig.axes) == 4  # three panels and one colour bar
+
+
+def test_mask_panels_with_labels_per_panel_keeps_every_panels_ticks():
+    from attnbook.plots import mask_panels
+
+    mask, weights = causal_weights(2)
+    fig, axes = mask_panels({"a": weights, "b": weights}, [["x", "y"], ["u", "v"]],
+                            [mask, mask])
+    assert tick_texts(axes[1].get_yticklabels()) == ["u", "v"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["masked: weight exactly 0"]
+
+
+def test_mask_panels_rejects_mismatched_arguments():
+    from attnbook.plots import mask_panels
+
+    mask, weights = causal_weights(3)
+    with pytest.raises(ValueError, match="one mask"):
+        mask_panels({"a": weights}, ["a", "b", "c"], [mask, mask])
+    with pytest.raises(ValueError, match="same shape"):
+        mask_panels({"a": weights, "b": weights[:2]}, ["a", "b", "c"], [None, None])
+    with pytest.raises(ValueError, match="non-empty"):
+        mask_panels({}, ["a"], [])
+    with pytest.raises(ValueError, match="one label list"):
+        mask_panels({"a": weights}, [["a", "b", "c"], ["d", "e", "f"]], [None])

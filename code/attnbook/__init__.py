@@ -7,6 +7,7 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.efficient``: blockwise (online-softmax) attention and a key/value cache
 - ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
 - ``attnbook.plots``: the book's figure style and heatmaps
+- ``attnbook.diagrams``: schematic pictures of the mechanism (one query's trip, multi-head)
 - ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
 - ``attnbook.checks``: checkers for the exercises, run on a reader's code
 - ``attnbook.timing``: timing in turns, and the measured ratio in words
@@ -20,8 +21,8 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "checks", "efficient", "explorer", "layers", "masks", "plots",
-               "pretrained", "timing", "training")
+_SUBMODULES = ("attention", "checks", "diagrams", "efficient", "explorer", "layers", "masks",
+               "plots", "pretrained", "timing", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -15,10 +15,11 @@ import numpy as np
 import torch
 from cycler import cycler
 from matplotlib.axes import Axes
+from matplotlib.patches import Patch, Rectangle
 
 __all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "attention_heatmap_row",
            "book_style", "plot_vectors_2d",
-           "use_book_style"]
+           "use_book_style", "mask_panels", "shade_masked"]
 
 #: Okabe & Ito (2008), a palette distinguishable under the common colour-vision deficiencies.
 OKABE_ITO = (
@@ -342,4 +343,142 @@ def attention_heatmap_row(
                 ax.tick_params(labelleft=False)
         fig.colorbar(axes[-1].images[0], ax=axes, fraction=0.046, pad=0.02,
                      label="weight")
+    return fig, axes
+
+
+#: Masked cells: a light grey face for a weight of exactly 0, grey hatching for every masked
+#: cell, and a dark grey face for NaN, so that NaN is never mistaken for a small weight.
+MASKED_GREY = "#DDDDDD"
+HATCH_GREY = "#888888"
+NAN_GREY = "#555555"
+
+
+def _as_bool_mask(mask: object, shape: tuple[int, ...]) -> np.ndarray:
+    if isinstance(mask, torch.Tensor):
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a boolean tensor (True = may attend), got {mask.dtype}")
+        mask = mask.detach().cpu().numpy()
+    elif isinstance(mask, np.ndarray):
+        if mask.dtype != np.bool_:
+            raise TypeError(f"mask must be a boolean array (True = may attend), got {mask.dtype}")
+    else:
+        raise TypeError(f"mask must be a boolean torch.Tensor or numpy.ndarray, got "
+                        f"{type(mask).__name__}")
+    if mask.shape != shape:
+        raise ValueError(f"mask must have the shape of the weights, {shape}, got {mask.shape}")
+    return mask
+
+
+def shade_masked(ax: Axes, mask: torch.Tensor | np.ndarray,
+                 weights: torch.Tensor | np.ndarray) -> None:
+    """Hatch the cells that ``mask`` forbids on a heatmap drawn by :func:`attention_heatmap`.
+
+    A forbidden cell whose weight is exactly 0 gets a light grey face and loses its
+    annotation, so a reader sees at a glance that nothing is there; a forbidden cell with any
+    other weight (a fill value that leaked, or NaN) keeps its colour and its number under the
+    hatching.
+
+    Args:
+        ax: an Axes drawn by :func:`attention_heatmap`, annotated or not.
+        mask: ``(L, S)`` boolean, True = may attend.
+        weights: the ``(L, S)`` weights that the heatmap shows.
+
+    Raises:
+        TypeError: ``mask`` not boolean, ``weights`` not a tensor or array.
+        ValueError: ``weights`` not 2-D, or ``mask`` of another shape.
+    """
+    matrix = _as_matrix(weights)
+    allowed = _as_bool_mask(mask, matrix.shape)
+    annotations = {(round(t.get_position()[1]), round(t.get_position()[0])): t
+                   for t in ax.texts}
+    for i, j in zip(*np.nonzero(~allowed), strict=True):
+        exact_zero = bool(matrix[i, j] == 0)  # exact: masked weights are written as 0
+        ax.add_patch(Rectangle(
+            (j - 0.5, i - 0.5), 1, 1, hatch="///", linewidth=0,
+            facecolor=MASKED_GREY if exact_zero else "none", edgecolor=HATCH_GREY))
+        if exact_zero and (i, j) in annotations:
+            annotations[i, j].set_visible(False)
+
+
+def mask_panels(
+    panels: dict[str, torch.Tensor | np.ndarray],
+    tokens: Sequence[str] | Sequence[Sequence[str]],
+    masks: Sequence[torch.Tensor | np.ndarray | None],
+    *,
+    figsize: tuple[float, float] = (6.8, 3.1),
+) -> tuple[mpl.figure.Figure, list[Axes]]:
+    """Annotated attention heatmaps side by side, with masked cells hatched.
+
+    Each panel is drawn by :func:`attention_heatmap` and shaded by :func:`shade_masked`.
+    NaN weights are drawn dark grey and labelled ``nan``. The legend under the panels names
+    only what the figure shows: masked cells of weight exactly 0, masked cells that still
+    hold some weight, and NaN.
+
+    Args:
+        panels: title -> ``(L, S)`` weights, in the order to draw them (all the same shape).
+        tokens: the ``L`` token labels shared by every panel, or one list per panel (then
+            every panel keeps its own tick labels).
+        masks: one ``(L, S)`` boolean mask (True = may attend) or None per panel.
+        figsize: the figure size in inches.
+
+    Returns:
+        ``(figure, axes)``, the axes left to right.
+
+    Raises:
+        TypeError: a mask that is not boolean, a panel that is not a tensor or array.
+        ValueError: no panels, panels of different shapes, or ``masks`` or per-panel
+            ``tokens`` whose number differs from the number of panels.
+    """
+    if not isinstance(panels, dict) or not panels:
+        raise ValueError("panels must be a non-empty dict of title -> (L, S) weights")
+    grids = [_as_matrix(w) for w in panels.values()]
+    if any(g.shape != grids[0].shape for g in grids):
+        raise ValueError(f"panels must all have the same shape, got "
+                         f"{[tuple(g.shape) for g in grids]}")
+    if isinstance(masks, torch.Tensor | np.ndarray) or len(masks) != len(grids):
+        raise ValueError(f"masks must hold one mask (or None) per panel ({len(grids)})")
+    if isinstance(tokens, str):
+        raise TypeError("tokens must be a sequence of strings, not one string")
+    per_panel = len(tokens) > 0 and not isinstance(tokens[0], str)
+    if per_panel and len(tokens) != len(grids):
+        raise ValueError(f"tokens must hold one label list per panel ({len(grids)}), "
+                         f"got {len(tokens)}")
+    shown = set()
+    with mpl.rc_context(book_style()):
+        fig, axes = plt.subplots(1, len(grids), figsize=figsize, layout="constrained",
+                                 squeeze=False)
+        axes = list(axes[0])
+        for k, (ax, title, grid, mask) in enumerate(
+                zip(axes, panels, grids, masks, strict=True)):
+            labels = tokens[k] if per_panel else tokens
+            attention_heatmap(grid, labels, ax=ax, title=title, annotate=True,
+                              colorbar=k == len(grids) - 1)
+            image = ax.images[0]
+            image.set_cmap(image.get_cmap().with_extremes(bad=NAN_GREY))
+            for text in ax.texts:
+                text.set_fontsize(7)
+            if np.isnan(grid).any():
+                shown.add("nan")
+            if mask is not None:
+                allowed = _as_bool_mask(mask, grid.shape)
+                shade_masked(ax, allowed, grid)
+                forbidden = grid[~allowed]
+                if (forbidden == 0).any():  # exact: masked weights are written as 0
+                    shown.add("zero")
+                if (forbidden != 0).any():  # NaN counts as "not 0" too
+                    shown.add("leak")
+            if k:
+                ax.set_ylabel("")
+                if not per_panel:
+                    ax.tick_params(labelleft=False)
+        keys = [Patch(facecolor=MASKED_GREY, edgecolor=HATCH_GREY, hatch="///",
+                      label="masked: weight exactly 0")] if "zero" in shown else []
+        if "leak" in shown:
+            keys.append(Patch(facecolor="none", edgecolor=HATCH_GREY, hatch="///",
+                              label="masked, yet not 0"))
+        if "nan" in shown:
+            keys.append(Patch(facecolor=NAN_GREY, label="NaN"))
+        if keys:
+            fig.legend(handles=keys, loc="outside lower center", ncols=len(keys),
+                       frameon=False, fontsize=9)
     return fig, axes

@@ -1,0 +1,923 @@
+"""Schematic pictures of the mechanism, drawn with matplotlib at build time.
+
+Each function returns a new :class:`matplotlib.figure.Figure` in the book's style (an opaque
+white background with dark text, which reads the same in the theme's light and dark modes,
+and the Okabe-Ito colours of :mod:`attnbook.plots`). Every number a picture prints, and every
+shape it labels, is computed here with the package (:mod:`attnbook.attention`,
+:mod:`attnbook.layers`, :mod:`attnbook.masks`), never typed in by hand.
+
+The drawings use one Axes per panel whose data units are inches of the figure, so a box drawn
+0.5 units wide is half an inch wide whatever the figure size.
+
+- :func:`query_trip`: one query's trip through scores, scaling, softmax and the weighted sum.
+- :func:`sequential_vs_parallel`: a recurrent network's L dependent steps against one matrix
+  product.
+- :func:`multi_head_split`: split into heads, attend, merge, project, with shapes.
+- :func:`transformer_block`: where attention sits in a (post-LayerNorm) encoder block.
+- :func:`cross_attention`: an encoder-decoder, with cross-attention's queries and keys.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize, to_rgb
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from .attention import _check_scale, attention, attention_scores, masked_softmax
+from .layers import MultiHeadAttention
+from .masks import causal_mask
+from .plots import HEATMAP_CMAP, OKABE_ITO, book_style
+
+__all__ = [
+    "EXAMPLE_KEYS",
+    "EXAMPLE_QK_FEATURES",
+    "EXAMPLE_QUERY",
+    "EXAMPLE_QUERY_TOKEN",
+    "EXAMPLE_TOKENS",
+    "EXAMPLE_VALUES",
+    "EXAMPLE_V_FEATURES",
+    "MAX_WIDTH_PX",
+    "cross_attention",
+    "multi_head_split",
+    "query_trip",
+    "sequential_vs_parallel",
+    "transformer_block",
+]
+
+#: No diagram is wider than this many pixels at the book's dpi.
+MAX_WIDTH_PX = 1400
+
+#: The colour of a vector entry: purple for negative, orange for positive (colour-blind safe).
+_VECTOR_CMAP = "PuOr_r"
+
+_INK = "#111111"
+_LINE = "#333333"
+_SOFT = "#F2F2F2"  # neutral cell and box fill
+_EDGE = "#555555"
+
+# Fills of the boxes in the block diagrams: light tints of the Okabe-Ito colours, so dark
+# text stays readable on every one of them.
+_FILL_ATTENTION = "#CFE3F3"  # light blue (blue #0072B2)
+_FILL_NORM = "#FBE6BF"  # light orange (orange #E69F00)
+_FILL_FFN = "#C8EBDF"  # light bluish green (#009E73)
+_FILL_CROSS = "#F1D3E6"  # light reddish purple (#CC79A7)
+_FILL_IO = "#FFFFFF"
+
+#: Colours of the heads in :func:`multi_head_split`: Okabe-Ito without yellow and black.
+_HEAD_COLOURS = tuple(c for c in OKABE_ITO if c not in ("#F0E442", "#000000"))
+
+
+# --------------------------------------------------------------------------- drawing helpers
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    """A figure of ``width`` x ``height`` inches (call inside the book's rc context)."""
+    return plt.figure(figsize=(width, height))
+
+
+def _panel(fig: Figure, left: float, bottom: float, width: float, height: float) -> Axes:
+    """An Axes at the given place (in inches) whose data units are inches, axes hidden."""
+    fig_w, fig_h = fig.get_size_inches()
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, width / fig_w, height / fig_h))
+    ax.set_xlim(0.0, width)
+    ax.set_ylim(0.0, height)
+    ax.set_axis_off()
+    return ax
+
+
+def _text_colour(face: object) -> str:
+    """Black on a light fill, white on a dark one (relative luminance of the fill)."""
+    r, g, b = to_rgb(face)
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
+
+
+def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str = "", *,
+         face: str = _SOFT, edge: str = _LINE, fontsize: float = 11, rounding: float = 0.08,
+         weight: str = "normal", linewidth: float = 1.2, gid: str | None = None) -> None:
+    """A rounded box with its lower-left corner at ``(x, y)`` and centred text."""
+    patch = FancyBboxPatch((x, y), w, h, boxstyle=f"round,pad=0,rounding_size={rounding}",
+                           facecolor=face, edgecolor=edge, linewidth=linewidth, zorder=2)
+    ax.add_patch(patch)
+    if text:
+        label = ax.text(x + w / 2, y + h / 2, text, ha="center", va="center",
+                        fontsize=fontsize, color=_INK, weight=weight, zorder=3)
+        if gid:
+            label.set_gid(gid)
+
+
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], *,
+           color: str = _LINE, linewidth: float = 1.4, connection: str = "arc3",
+           head: str = "-|>", zorder: float = 1) -> None:
+    """An arrow from ``start`` to ``end`` whose tip touches ``end`` exactly."""
+    ax.annotate("", xy=end, xytext=start, zorder=zorder,
+                arrowprops={"arrowstyle": head, "color": color, "lw": linewidth,
+                            "shrinkA": 0, "shrinkB": 0, "connectionstyle": connection,
+                            "mutation_scale": 14})
+
+
+def _path_arrow(ax: Axes, points: Sequence[tuple[float, float]], *, color: str = _LINE,
+                linewidth: float = 1.4) -> None:
+    """A polyline through ``points`` ending in an arrowhead (a residual connection)."""
+    xs, ys = zip(*points[:-1], strict=True)
+    ax.plot(xs, ys, color=color, linewidth=linewidth, solid_capstyle="butt", zorder=1)
+    _arrow(ax, points[-2], points[-1], color=color, linewidth=linewidth)
+
+
+def _cells(ax: Axes, x: float, y: float, numbers_: Sequence[float] | None, colours: Sequence[str],
+           *, w: float, h: float, fmt: str = ".2f", fontsize: float = 10.5,
+           gid: str | None = None) -> None:
+    """A row of cells from ``(x, y)`` (lower left), one per colour, each with its number.
+
+    Number ``i`` gets the gid ``f"{gid}-{i}"``, so tests can read the printed values back.
+    """
+    for i, face in enumerate(colours):
+        ax.add_patch(Rectangle((x + i * w, y), w, h, facecolor=face, edgecolor=_EDGE,
+                               linewidth=0.8, zorder=2))
+        if numbers_ is not None:
+            label = ax.text(x + (i + 0.5) * w, y + h / 2, format(numbers_[i], fmt),
+                            ha="center", va="center", fontsize=fontsize,
+                            color=_text_colour(face), zorder=3)
+            if gid is not None:
+                label.set_gid(f"{gid}-{i}")
+
+
+def _grid(ax: Axes, x: float, y_top: float, colours: Sequence[Sequence[str]], *, w: float,
+          h: float, linewidth: float = 0.6) -> None:
+    """A grid of plain cells whose top-left corner is ``(x, y_top)``; row 0 on top."""
+    for i, row in enumerate(colours):
+        for j, face in enumerate(row):
+            ax.add_patch(Rectangle((x + j * w, y_top - (i + 1) * h), w, h, facecolor=face,
+                                   edgecolor=_EDGE, linewidth=linewidth, zorder=2))
+
+
+def _require_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high} for a legible drawing, "
+                         f"got {value}")
+    return int(value)
+
+
+def _check_width(fig: Figure) -> Figure:
+    width_px = fig.get_size_inches()[0] * fig.dpi
+    if width_px > MAX_WIDTH_PX:  # pragma: no cover - a guard on this module's own layouts
+        raise AssertionError(f"diagram is {width_px:.0f} px wide, over {MAX_WIDTH_PX}")
+    return fig
+
+
+# --------------------------------------------------------------------------- 1. query_trip
+
+# query_trip's default example, public so a chapter can build the same vectors inline.
+# "The cat sat down": the query of "sat" asks "who did the sitting?", i.e. it looks for an
+# animate noun, and the key of "cat" advertises exactly that. Query and key features:
+EXAMPLE_QK_FEATURES = ("noun", "animate", "verb", "place")
+EXAMPLE_TOKENS = ("The", "cat", "sat", "down")
+EXAMPLE_QUERY_TOKEN = "sat"
+EXAMPLE_QUERY = (2.0, 2.0, 0.0, 0.0)
+EXAMPLE_KEYS = (
+    (0.1, 0.0, 0.0, 0.0),  # The: a function word, it advertises almost nothing
+    (1.0, 1.0, 0.0, 0.0),  # cat: an animate noun
+    (0.0, 0.0, 1.0, 0.0),  # sat: a verb
+    (0.0, 0.0, 0.2, 1.0),  # down: a place or direction, attached to the verb
+)
+# What each token passes on when it is attended to. Value features:
+EXAMPLE_V_FEATURES = ("animal", "pet", "action", "place")
+EXAMPLE_VALUES = (
+    (0.1, 0.1, 0.0, 0.0),  # The
+    (1.0, 1.0, 0.0, 0.0),  # cat
+    (0.0, 0.0, 1.0, 0.0),  # sat
+    (0.0, 0.0, 0.3, 1.0),  # down
+)
+
+_MAX_KEYS = 8
+_MAX_FEATURES = 6
+
+
+def _as_float_tensor(name: str, value: object, ndim: int, shape_text: str) -> torch.Tensor:
+    """A float64 tensor from a tensor, array or (nested) list, checked to be ``ndim``-D."""
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().to("cpu", torch.float64)
+    elif isinstance(value, np.ndarray | Sequence) and not isinstance(value, str | bytes):
+        try:
+            tensor = torch.as_tensor(np.asarray(value, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must hold numbers, shape {shape_text}") from None
+    else:
+        raise TypeError(f"{name} must be a torch.Tensor, numpy.ndarray or list of numbers "
+                        f"with shape {shape_text}, got {type(value).__name__}")
+    if tensor.dim() != ndim or 0 in tensor.shape:
+        raise ValueError(f"{name} must have shape {shape_text}, got shape {tuple(tensor.shape)}")
+    if not bool(torch.isfinite(tensor).all()):
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
+    return tensor
+
+
+def _trip_inputs(query: object, keys: object, values: object, labels: object
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[str], str]:
+    """Checked ``(q (E,), k (S, E), v (S, Ev), key labels, query label)``."""
+    defaults = query is None and keys is None and values is None
+    q = _as_float_tensor("query", EXAMPLE_QUERY if query is None else query, 1, "(E,)")
+    k = _as_float_tensor("keys", EXAMPLE_KEYS if keys is None else keys, 2, "(S, E)")
+    v = _as_float_tensor("values", EXAMPLE_VALUES if values is None else values, 2,
+                         "(S, Ev)")
+    if k.shape[1] != q.shape[0]:
+        raise ValueError(f"keys must have shape (S, E) with E = {q.shape[0]}, the query's "
+                         f"length, got shape {tuple(k.shape)}")
+    if v.shape[0] != k.shape[0]:
+        raise ValueError(f"values must have one row per key (S = {k.shape[0]}), got shape "
+                         f"{tuple(v.shape)}")
+    if k.shape[0] > _MAX_KEYS:
+        raise ValueError(f"keys must have at most {_MAX_KEYS} rows for a legible drawing, "
+                         f"got {k.shape[0]}")
+    if q.shape[0] > _MAX_FEATURES:
+        raise ValueError(f"query must have at most {_MAX_FEATURES} features for a legible "
+                         f"drawing, got {q.shape[0]}")
+    if v.shape[1] > _MAX_FEATURES:
+        raise ValueError(f"values must have at most {_MAX_FEATURES} features for a legible "
+                         f"drawing, got {v.shape[1]}")
+    S = k.shape[0]
+    if labels is None:
+        names = list(EXAMPLE_TOKENS) if keys is None else [f"key {j}" for j in range(S)]
+    elif isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise TypeError("labels must be a sequence of strings, one per key, "
+                        f"got {type(labels).__name__}")
+    else:
+        names = [str(t) for t in labels]
+        if len(names) != S:
+            raise ValueError(f"labels has {len(names)} entries but there are {S} keys")
+    query_name = EXAMPLE_QUERY_TOKEN if defaults else ""
+    return q, k, v, names, query_name
+
+
+def query_trip(
+    query: torch.Tensor | np.ndarray | Sequence[float] | None = None,
+    keys: torch.Tensor | np.ndarray | Sequence[Sequence[float]] | None = None,
+    values: torch.Tensor | np.ndarray | Sequence[Sequence[float]] | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    scale: float | None = None,
+) -> Figure:
+    """One query's trip through attention, stage by stage, with every number printed.
+
+    Vectors are rows of coloured cells (orange positive, purple negative). From left to
+    right, one row per key ``j``: the key ``k_j``; its score ``q . k_j``; the scaled score
+    ``scale * q . k_j``; the weight ``w_j`` (softmax over the scaled scores, a cell coloured
+    as in the book's heatmaps); and the value ``v_j``. Under the values sits the output
+    ``sum_j w_j v_j``. The query row sits on top, above the keys.
+
+    The default example is hand-designed so that it reads for meaning: in "The cat sat down"
+    the query of "sat" looks for an animate noun (who sat?) and the key of "cat" offers one,
+    so "cat" takes most of the weight and the output is mostly "cat"'s value.
+
+    Every number comes from :func:`attnbook.attention.attention_scores` (scores),
+    :func:`attnbook.attention.masked_softmax` (weights) and
+    :func:`attnbook.attention.attention` (the output, checked against the weights).
+    Printed numbers carry a gid so tests can read them back: ``q-i``, ``k{j}-i``,
+    ``score{j}-0``, ``scaled{j}-0``, ``weight{j}-0``, ``v{j}-i`` and ``out-i``.
+
+    Args:
+        query: the query ``q``, shape ``(E,)``; the example's "sat" query when None.
+        keys: the keys, shape ``(S, E)`` with ``1 <= S <= 8``; the example's when None.
+        values: the values, shape ``(S, Ev)``; the example's when None.
+        labels: ``S`` names for the keys (tokens); the example's words when ``keys`` is
+            None, else ``key 0``, ``key 1``, ...
+        scale: the factor on the scores; ``None`` means ``1 / sqrt(E)``, as in
+            :func:`attnbook.attention.attention`.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: an input that is not a tensor, array or list of numbers, ``labels``
+            that is one string, ``scale`` that is not a real number.
+        ValueError: shapes that do not fit together, too many keys or features to draw
+            (S > 8, E or Ev > 6), non-finite numbers, ``labels`` of the wrong length.
+    """
+    q, k, v, names, query_name = _trip_inputs(query, keys, values, labels)
+    S, E = k.shape
+    Ev = v.shape[1]
+    factor = _check_scale(scale, E)
+
+    scores = attention_scores(q[None, :], k, 1.0)[0]  # (S,)
+    scaled = attention_scores(q[None, :], k, factor)[0]  # (S,)
+    weights = masked_softmax(scaled)  # (S,)
+    output, package_weights = attention(q[None, :], k, v, scale=factor)  # (1, Ev), (1, S)
+    torch.testing.assert_close(package_weights[0], weights)
+    output = output[0]  # (Ev,)
+
+    features = EXAMPLE_QK_FEATURES if query_name and E == len(EXAMPLE_QK_FEATURES) else None
+    v_features = EXAMPLE_V_FEATURES if query_name and Ev == len(EXAMPLE_V_FEATURES) else None
+
+    big = float(max(q.abs().max(), k.abs().max(), v.abs().max(), output.abs().max()))
+    vector_norm = Normalize(-big if big > 0 else -1.0, big if big > 0 else 1.0)
+    vector_cmap = mpl.colormaps[_VECTOR_CMAP]
+    weight_cmap = mpl.colormaps[HEATMAP_CMAP]
+
+    def vec_colours(row: torch.Tensor) -> list[str]:
+        # Keep to the middle 70% of the colour map so no cell is too dark to read.
+        return [mpl.colors.to_hex(vector_cmap(0.5 + 0.35 * (2 * vector_norm(float(x)) - 1)))
+                for x in row]
+
+    cw, ch = 0.53, 0.4  # cell width, height (inches)
+    gap = 0.18  # between key rows
+    label_w = 1.05
+    arrow_w = 0.42
+    key_x = label_w
+    score_x = key_x + E * cw + arrow_w
+    scaled_x = score_x + cw + 0.2 + arrow_w
+    weight_x = scaled_x + cw + 0.2 + arrow_w
+    value_x = weight_x + cw + 0.2 + arrow_w
+    width = value_x + Ev * cw + 0.25
+    height = 1.0 + 0.95 + S * (ch + gap) + 1.45
+
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+
+        # Top: the query row, its feature names, and the headers of each stage.
+        q_y = height - 0.35 - ch - (0.25 if features else 0.0)
+        if features:
+            for i, name in enumerate(features):
+                ax.text(key_x + (i + 0.5) * cw, q_y + ch + 0.06, name, ha="center",
+                        va="bottom", fontsize=8.5, color="#444444")
+        _cells(ax, key_x, q_y, q.tolist(), vec_colours(q), w=cw, h=ch, gid="q")
+        ax.text(key_x - 0.12, q_y + ch / 2,
+                f"query $\\mathbf{{q}}$\n({query_name!r})" if query_name else
+                "query $\\mathbf{q}$", ha="right", va="center", fontsize=11)
+
+        header_y = q_y - 0.3
+        row_top = header_y - 0.3
+        heads = [
+            (key_x + E * cw / 2, "key $\\mathbf{k}_j$"),
+            (score_x + cw / 2, "score\n$\\mathbf{q}\\cdot\\mathbf{k}_j$"),
+            (scaled_x + cw / 2, f"$\\times\\,${factor:.3g}" + (
+                f"\n$(1/\\sqrt{{{E}}})$" if scale is None else "")),
+            (weight_x + cw / 2, "softmax\nweight $w_j$"),
+            (value_x + Ev * cw / 2, "value $\\mathbf{v}_j$"),
+        ]
+        for x, text in heads:
+            ax.text(x, header_y, text, ha="center", va="center", fontsize=10.5,
+                    color=_INK, linespacing=1.3)
+        if v_features:
+            for i, name in enumerate(v_features):
+                ax.text(value_x + (i + 0.5) * cw, header_y + 0.3, name, ha="center",
+                        va="bottom", fontsize=8.5, color="#444444")
+        # q feeds every score: an arrow from the query row to the score column.
+        _arrow(ax, (key_x + E * cw + 0.05, q_y + ch / 2),
+               (score_x + cw / 2, header_y + 0.32), connection="angle,angleA=0,angleB=90")
+
+        # One row per key.
+        for j in range(S):
+            y = row_top - (j + 1) * ch - j * gap
+            mid = y + ch / 2
+            ax.text(key_x - 0.12, mid, names[j], ha="right", va="center", fontsize=11)
+            _cells(ax, key_x, y, k[j].tolist(), vec_colours(k[j]), w=cw, h=ch, gid=f"k{j}")
+            _cells(ax, score_x, y, [float(scores[j])], [_SOFT], w=cw, h=ch, gid=f"score{j}")
+            _cells(ax, scaled_x, y, [float(scaled[j])], [_SOFT], w=cw, h=ch,
+                   gid=f"scaled{j}")
+            _cells(ax, weight_x, y, [float(weights[j])],
+                   [mpl.colors.to_hex(weight_cmap(float(weights[j])))], w=cw, h=ch,
+                   gid=f"weight{j}")
+            _cells(ax, value_x, y, v[j].tolist(), vec_colours(v[j]), w=cw, h=ch, gid=f"v{j}")
+            for start, end in ((key_x + E * cw, score_x), (score_x + cw, scaled_x),
+                               (scaled_x + cw, weight_x), (weight_x + cw, value_x)):
+                _arrow(ax, (start + 0.08, mid), (end - 0.08, mid), color="#777777",
+                       linewidth=1.1)
+            ax.text(value_x - 0.08 - (arrow_w - 0.16) / 2, mid + 0.04, "$\\times$",
+                    ha="center", va="bottom", fontsize=9, color="#555555")
+
+        # Bottom: the weighted sum of the values.
+        last_y = row_top - S * ch - (S - 1) * gap
+        out_y = last_y - 0.9 - ch
+        _arrow(ax, (value_x + Ev * cw / 2, last_y - 0.06), (value_x + Ev * cw / 2,
+               out_y + ch + 0.06))
+        ax.text(value_x + Ev * cw / 2 - 0.12, (last_y + out_y + ch) / 2,
+                "$\\sum_j w_j\\,\\mathbf{v}_j$", ha="right", va="center", fontsize=11)
+        _cells(ax, value_x, out_y, output.tolist(), vec_colours(output), w=cw, h=ch,
+               gid="out")
+        ax.text(value_x - 0.12, out_y + ch / 2,
+                f"output for {query_name!r}" if query_name else "output",
+                ha="right", va="center", fontsize=11)
+        # How to read the colours, and (for the example) what the numbers mean.
+        key_lines = ["cells: orange > 0, purple < 0;", "weights in the heatmaps' colours"]
+        if query_name:
+            key_lines = [f"{query_name!r} looks for an animate noun (who sat?)",
+                         f"and the key of {names[1]!r} offers one.", "", *key_lines]
+        ax.text(0.15, out_y + ch / 2, "\n".join(key_lines), ha="left", va="center",
+                fontsize=9.5, color="#333333", linespacing=1.3)
+        # Sum of the weights: they are a distribution.
+        ax.text(weight_x + cw / 2, last_y - 0.12, f"sum = {float(weights.sum()):.2f}",
+                ha="center", va="top", fontsize=9.5, color="#444444")
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 2. sequential
+
+
+def sequential_vs_parallel(length: int = 6) -> Figure:
+    """A recurrent network's ``L`` dependent steps beside attention's one matrix product.
+
+    Left panel: a recurrent network as a chain of ``L`` state boxes ``h_1 .. h_L``, each fed
+    by its input ``x_t`` and by the previous state, so step ``t`` cannot start before step
+    ``t - 1`` ends: the sequential depth is ``L``. Right panel: attention's ``L x L`` score
+    grid, fed by ``Q`` (``L x d``) on its left and ``K^T`` (``d x L``) on top; every score
+    comes out of one matrix product, so the depth is one step whatever ``L`` is (the grid's
+    diagonal is not special: all cells are computed together). The depth and the number of
+    scores printed are counted from the drawing's own tensors (a causal chain of ``L``
+    states, a score matrix from :func:`attnbook.attention.attention_scores`).
+
+    Args:
+        length: the sequence length ``L``, from 2 to 12.
+
+    Returns:
+        The new figure, with two Axes (recurrent left, attention right).
+
+    Raises:
+        TypeError: if ``length`` is not an int.
+        ValueError: if ``length`` is outside 2..12.
+    """
+    L = _require_int("length", length, 2, 12)
+    d = 3  # the feature width drawn for Q and K (only its shape matters here)
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(L, d, generator=generator, dtype=torch.float64)  # (L, d)
+    k = torch.randn(L, d, generator=generator, dtype=torch.float64)  # (L, d)
+    scores = attention_scores(q, k, 1.0)  # (L, L), one matrix product
+    n_scores = scores.numel()
+    # The recurrent chain's depth: state t depends on state t-1, so the longest chain of
+    # dependencies through the L states is L steps.
+    depends_on = {t: t - 1 for t in range(1, L)}
+    rnn_depth = 1 + max((_chain_length(depends_on, t) for t in range(L)), default=0)
+
+    panel_w, height = 5.0, 3.8
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(2 * panel_w, height)
+        left = _panel(fig, 0.0, 0.0, panel_w, height)
+        right = _panel(fig, panel_w, 0.0, panel_w, height)
+
+        # Left: the recurrent chain.
+        left.text(panel_w / 2, height - 0.25, "Recurrent network", ha="center", va="top",
+                  fontsize=12, weight="bold")
+        chain_x = 0.55  # room on the left for the "step" label
+        step = (panel_w - chain_x - 0.2) / L
+        box = min(0.62, 0.78 * step)
+        y_h, y_x = 1.55, 0.75
+        for t in range(L):
+            cx = chain_x + (t + 0.5) * step
+            _box(left, cx - box / 2, y_h, box, box, f"$h_{{{t + 1}}}$", face=_FILL_ATTENTION,
+                 fontsize=11 if L <= 8 else 8.5)
+            left.text(cx, y_x, f"$x_{{{t + 1}}}$", ha="center", va="center",
+                      fontsize=11 if L <= 8 else 8.5)
+            _arrow(left, (cx, y_x + 0.18), (cx, y_h))
+            left.text(cx, y_h + box + 0.1, str(t + 1), ha="center", va="bottom", fontsize=9,
+                      color="#0072B2")
+            if t:
+                _arrow(left, (cx - step + box / 2, y_h + box / 2), (cx - box / 2,
+                       y_h + box / 2), color="#D55E00", linewidth=1.8)
+        left.text(chain_x + step / 2 - 0.14, y_h + box + 0.1, "step", ha="right", va="bottom",
+                  fontsize=9, color="#0072B2")
+        left.text(panel_w / 2, 0.12,
+                  "$h_t = f(h_{t-1}, x_t)$: each step waits for the one before",
+                  ha="center", va="bottom", fontsize=10)
+        depth = left.text(panel_w / 2, height - 0.62,
+                          f"sequential depth: L = {rnn_depth} dependent steps",
+                          ha="center", va="top", fontsize=11, color="#D55E00")
+        depth.set_gid("rnn-depth")
+
+        # Right: attention's score grid fed by Q and K^T.
+        right.text(panel_w / 2, height - 0.25, "Attention", ha="center", va="top",
+                   fontsize=12, weight="bold")
+        cell = min(0.27, 1.62 / L)
+        grid_w = L * cell
+        feat = 0.18  # width of one feature column of Q (and row of K^T)
+        x0 = (panel_w - grid_w - d * feat - 0.15) / 2 + d * feat + 0.15  # grid's left edge
+        top = 0.6 + grid_w  # the grid's top edge
+        q_colour, k_colour, s_colour = "#CFE3F3", "#FBE6BF", "#C8EBDF"
+        _grid(right, x0 - 0.15 - d * feat, top, [[q_colour] * d] * L, w=feat, h=cell)
+        _grid(right, x0, top + 0.15 + d * feat, [[k_colour] * L] * d, w=cell, h=feat)
+        _grid(right, x0, top, [[s_colour] * L] * L, w=cell, h=cell)
+        right.text(x0 - 0.15 - d * feat / 2, top + 0.08, "$Q$", ha="center", va="bottom",
+                   fontsize=11)
+        right.text(x0 - 0.2, top + 0.15 + d * feat / 2, "$K^{\\top}$", ha="right",
+                   va="center", fontsize=11)
+        right.text(x0 + grid_w + 0.12, top - grid_w / 2,
+                   f"$QK^{{\\top}}$\n{L} $\\times$ {L}\n= {n_scores}\nscores",
+                   ha="left", va="center", fontsize=10, linespacing=1.2)
+        right.text(panel_w / 2, 0.12, "one matrix product computes every score at once",
+                   ha="center", va="bottom", fontsize=10)
+        depth = right.text(panel_w / 2, height - 0.62,
+                           "sequential depth: 1 step (for any L)", ha="center", va="top",
+                           fontsize=11, color="#009E73")
+        depth.set_gid("attn-depth")
+        # A divider between the panels.
+        right.plot([0.02, 0.02], [0.3, height - 0.3], color="#BBBBBB", linewidth=1)
+    return _check_width(fig)
+
+
+def _chain_length(depends_on: dict[int, int], node: int) -> int:
+    """How many dependency edges lead back from ``node`` to a node with no dependency."""
+    length = 0
+    while node in depends_on:
+        node = depends_on[node]
+        length += 1
+    return length
+
+
+# --------------------------------------------------------------------------- 3. multi-head
+
+
+def _tint(colour: str, amount: float) -> str:
+    """``colour`` mixed with white: ``amount`` 1 is the colour, 0 is white."""
+    rgb = np.array(to_rgb(colour))
+    return mpl.colors.to_hex(1.0 - amount * (1.0 - rgb))
+
+
+def _shape_text(symbols: str, tensor: torch.Tensor) -> str:
+    return f"{symbols}\n= {tuple(tensor.shape)}"
+
+
+def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> Figure:
+    """Multi-head attention's split, attend, merge and project, with every shape labelled.
+
+    Top row: the queries ``Q = x W_q`` as an ``L x d_model`` grid whose feature columns are
+    coloured by the head that receives them; ``.view`` cuts each row into ``h`` pieces of
+    ``d_head`` features (``(B, L, h, d_head)``); ``.transpose(1, 2)`` puts the heads first
+    (``(B, h, L, d_head)``), one ``L x d_head`` grid per head. Keys and values are split
+    the same way. Bottom row: each head's ``L x L`` attention weights (coloured as in the
+    book's heatmaps), its ``(B, h, L, d_head)`` output, the transpose and reshape that merge
+    the heads back to ``(B, L, d_model)`` (each head's columns where they started), and the
+    output projection ``W_o``, after which every feature mixes all heads.
+
+    The shapes are read from real tensors: a seeded :class:`attnbook.layers.MultiHeadAttention`
+    applied to a seeded input with batch size ``B = 1``, its ``split_heads``,
+    ``merge_heads`` and ``out_proj``; the weights drawn are that layer's (a random layer,
+    so only their shape and the fact that each row sums to 1 mean anything).
+
+    Args:
+        length: the sequence length ``L``, from 1 to 8.
+        d_model: the model width, from 1 to 16.
+        num_heads: the number of heads ``h``, from 1 to 4; must divide ``d_model``.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if an argument is out of range, or ``num_heads`` does not divide
+            ``d_model``.
+    """
+    L = _require_int("length", length, 1, 8)
+    D = _require_int("d_model", d_model, 1, 16)
+    h = _require_int("num_heads", num_heads, 1, 4)
+    if D % h:
+        raise ValueError(f"num_heads={h} does not divide d_model={D}: each head needs "
+                         f"d_model / num_heads features")
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer = MultiHeadAttention(D, h).double()
+        # A wide input spread gives peaked weights, so the heads' patterns differ visibly.
+        x = 3.0 * torch.randn(1, L, D, dtype=torch.float64)  # (B, L, d_model)
+    with torch.no_grad():
+        q = layer.q_proj(x)  # (B, L, d_model)
+        viewed = q.unflatten(-1, (h, layer.d_head))  # (B, L, h, d_head)
+        heads_q = layer.split_heads(q)  # (B, h, L, d_head)
+        heads_k = layer.split_heads(layer.k_proj(x))  # (B, h, L, d_head)
+        heads_v = layer.split_heads(layer.v_proj(x))  # (B, h, L, d_head)
+        heads_out, weights = attention(heads_q, heads_k, heads_v)  # (B,h,L,d_head), (B,h,L,L)
+        merged = layer.merge_heads(heads_out)  # (B, L, d_model)
+        projected = layer.out_proj(merged)  # (B, L, d_model)
+        output, layer_weights = layer(x)
+    torch.testing.assert_close(projected, output)
+    torch.testing.assert_close(weights, layer_weights)
+    d_head = heads_q.shape[-1]
+
+    c = min(0.22, 1.7 / D, 2.0 / (h * L))  # cell size (inches)
+    head_gap = 0.14  # between the heads' grids
+    stack_h = h * L * c + (h - 1) * head_gap
+    col_head = [j // d_head for j in range(D)]  # which head gets feature j
+    fills = [_tint(_HEAD_COLOURS[i], 0.45) for i in range(h)]
+    wide = [[fills[col_head[j]] for j in range(D)] for _ in range(L)]
+    arrow_w = 1.38
+    title_h, shape_h = 0.6, 0.62
+    row_h = title_h + stack_h + shape_h
+    margin, left_pad = 0.1, 0.75  # left_pad leaves room for the "head i" labels
+
+    # Top row: Q, view, transpose. Bottom row: weights, outputs, merge, project.
+    top_widths = [D * c, D * c + (h - 1) * 0.1, d_head * c]
+    bottom_widths = [L * c, d_head * c, D * c, D * c]
+    width = left_pad + margin + max(sum(top_widths) + 2 * arrow_w,
+                                    sum(bottom_widths) + 3 * arrow_w) + 0.3
+    row_gap = 0.45
+    height = 2 * row_h + row_gap + 0.3
+
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        weight_cmap = mpl.colormaps[HEATMAP_CMAP]
+
+        def block_title(x: float, y_top: float, text: str) -> None:
+            ax.text(x, y_top, text, ha="center", va="bottom", fontsize=10.5, linespacing=1.1)
+
+        def block_shape(x: float, y_bottom: float, text: str, gid: str) -> None:
+            label = ax.text(x, y_bottom - 0.08, text, ha="center", va="top", fontsize=9.5,
+                            color="#333333", linespacing=1.15, family="monospace")
+            label.set_gid(gid)
+
+        def op_arrow(x_from: float, x_to: float, y: float, text: str) -> None:
+            _arrow(ax, (x_from + 0.12, y), (x_to - 0.12, y))
+            ax.text((x_from + x_to) / 2, y + 0.08, text, ha="center", va="bottom",
+                    fontsize=9.5, family="monospace", linespacing=1.1)
+
+        def stacked(x: float, y_top: float, grids: list[list[list[str]]]) -> None:
+            for i, grid in enumerate(grids):
+                _grid(ax, x, y_top - i * (L * c + head_gap), grid, w=c, h=c)
+                ax.text(x - 0.07, y_top - i * (L * c + head_gap) - L * c / 2,
+                        f"head {i}", ha="right", va="center", fontsize=9,
+                        color=_HEAD_COLOURS[i], weight="bold")
+
+        for row in (0, 1):
+            y_top = height - 0.15 - row * (row_h + row_gap) - title_h  # top of the blocks
+            mid = y_top - stack_h / 2
+            widths = top_widths if row == 0 else bottom_widths
+            xs = [left_pad]
+            for w in widths[:-1]:
+                xs.append(xs[-1] + w + arrow_w)
+            if row == 0:
+                # Q: L x d_model, columns coloured by head.
+                _grid(ax, xs[0], mid + L * c / 2, wide, w=c, h=c)
+                block_title(xs[0] + widths[0] / 2, mid + L * c / 2 + 0.08,
+                            "$Q = xW_q$ (and $K$, $V$)")
+                block_shape(xs[0] + widths[0] / 2, mid - L * c / 2,
+                            _shape_text("(B, L, d_model)", q), "shape-q")
+                op_arrow(xs[0] + widths[0], xs[1], mid, ".view")
+                # view: each row cut into h pieces.
+                for i in range(h):
+                    piece = [[fills[i]] * d_head for _ in range(L)]
+                    _grid(ax, xs[1] + i * (d_head * c + 0.1), mid + L * c / 2, piece, w=c,
+                          h=c)
+                block_title(xs[1] + widths[1] / 2, mid + L * c / 2 + 0.08,
+                            f"each row cut into h = {h} pieces\nof d_head = {d_head} features")
+                block_shape(xs[1] + widths[1] / 2, mid - L * c / 2,
+                            _shape_text("(B, L, h, d_head)", viewed), "shape-view")
+                op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)")
+                stacked(xs[2], y_top, [[[fills[i]] * d_head for _ in range(L)]
+                                       for i in range(h)])
+                block_title(xs[2] + widths[2] / 2, y_top + 0.08, "one grid per head")
+                block_shape(xs[2] + widths[2] / 2, y_top - stack_h,
+                            _shape_text("(B, h, L, d_head)", heads_q), "shape-heads")
+                turn_from = (xs[2] + widths[2] / 2, y_top - stack_h - shape_h + 0.02)
+            else:
+                grids = [[[mpl.colors.to_hex(weight_cmap(float(weights[0, i, r, s])))
+                           for s in range(L)] for r in range(L)] for i in range(h)]
+                stacked(xs[0], y_top, grids)
+                ax.text(xs[0] + widths[0] / 2, y_top + 0.08,
+                        "weights per head\n$\\mathrm{softmax}(Q_hK_h^{\\top}/\\sqrt{d_{head}})$",
+                        ha="center", va="bottom", fontsize=10.5, linespacing=1.6)
+                block_shape(xs[0] + widths[0] / 2, y_top - stack_h,
+                            _shape_text("(B, h, L, L)", weights), "shape-weights")
+                op_arrow(xs[0] + widths[0], xs[1], mid, "@ V_h")
+                stacked(xs[1], y_top, [[[fills[i]] * d_head for _ in range(L)]
+                                       for i in range(h)])
+                block_title(xs[1] + widths[1] / 2, y_top + 0.08, "outputs, per head")
+                block_shape(xs[1] + widths[1] / 2, y_top - stack_h,
+                            _shape_text("(B, h, L, d_head)", heads_out), "shape-outputs")
+                op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)\n.reshape")
+                _grid(ax, xs[2], mid + L * c / 2, wide, w=c, h=c)
+                block_title(xs[2] + widths[2] / 2, mid + L * c / 2 + 0.08, "heads merged")
+                block_shape(xs[2] + widths[2] / 2, mid - L * c / 2,
+                            _shape_text("(B, L, d_model)", merged), "shape-merged")
+                op_arrow(xs[2] + widths[2], xs[3], mid, "@ W_o")
+                _grid(ax, xs[3], mid + L * c / 2, [["#D9D9D9"] * D] * L, w=c, h=c)
+                block_title(xs[3] + widths[3] / 2, mid + L * c / 2 + 0.08,
+                            "output: every feature\nmixes all heads")
+                block_shape(xs[3] + widths[3] / 2, mid - L * c / 2,
+                            _shape_text("(B, L, d_model)", projected), "shape-output")
+                turn_to = (xs[0] + widths[0] / 2, y_top + title_h + 0.02)
+        # From the end of the top row to the start of the bottom row.
+        y_turn = (turn_from[1] + turn_to[1]) / 2
+        _path_arrow(ax, [turn_from, (turn_from[0], y_turn), (turn_to[0], y_turn), turn_to])
+        ax.text((turn_from[0] + turn_to[0]) / 2, y_turn + 0.06, "attention in every head at once",
+                ha="center", va="bottom", fontsize=9.5)
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 4. block
+
+
+def _add_circle(ax: Axes, x: float, y: float, r: float = 0.17) -> None:
+    """The residual addition: a circle with a plus, centred at ``(x, y)``."""
+    ax.add_patch(mpl.patches.Circle((x, y), r, facecolor="white", edgecolor=_LINE,
+                                    linewidth=1.3, zorder=2))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=14, color=_INK, zorder=3)
+
+
+def transformer_block() -> Figure:
+    """Where attention sits in a transformer encoder block, drawn post-LayerNorm.
+
+    From the bottom up: the input token vectors ``(L, d_model)``; multi-head self-attention
+    (queries, keys and values all from the same input); a residual connection that adds the
+    block's input back; LayerNorm; a position-wise feed-forward network
+    (``d_model -> d_ff -> d_model``); a second residual addition; a second LayerNorm; the
+    output ``(L, d_model)``, which the next block reads. Encoders stack ``N`` such blocks.
+
+    LayerNorm comes *after* each residual addition ("post-LN"), as in the original 2017
+    Transformer, BERT and MiniLM (the model this book loads); a label says so. GPT-2 and
+    most recent decoders put LayerNorm *before* each sublayer instead ("pre-LN").
+
+    Returns:
+        The new figure (one Axes).
+    """
+    width, height = 6.6, 8.0
+    cx, bw = 3.1, 3.0  # the main column's centre and box width
+    left = cx - bw / 2
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+
+        def box(y: float, h: float, text: str, face: str, gid: str | None = None) -> None:
+            _box(ax, left, y, bw, h, text, face=face, fontsize=11, gid=gid)
+
+        shape = "(L, d_model)"
+        # Bottom to top.
+        box(0.35, 0.5, "input: token vectors $x$", _FILL_IO)
+        box(1.45, 0.7, "multi-head self-attention\nQ, K, V all from $x$", _FILL_ATTENTION,
+            gid="attention-box")
+        add1 = 2.62
+        box(3.02, 0.45, "LayerNorm", _FILL_NORM)
+        box(4.05, 0.7, "feed-forward network\nLinear, GELU, Linear", _FILL_FFN)
+        add2 = 5.22
+        box(5.62, 0.45, "LayerNorm", _FILL_NORM)
+        box(6.42, 0.5, "output, to the next block", _FILL_IO)
+        _add_circle(ax, cx, add1)
+        _add_circle(ax, cx, add2)
+
+        # The main path.
+        for y0, y1 in ((0.85, 1.45), (2.15, add1 - 0.17), (add1 + 0.17, 3.02), (3.47, 4.05),
+                       (4.75, add2 - 0.17), (add2 + 0.17, 5.62), (6.07, 6.42)):
+            _arrow(ax, (cx, y0), (cx, y1))
+        for y in (1.15, 6.245):
+            ax.text(cx + 0.1, y, shape, ha="left", va="center", fontsize=9,
+                    family="monospace", color="#333333")
+
+        # The residual connections: around each sublayer, into the addition.
+        for branch, target in ((1.15, add1), (3.76, add2)):
+            ax.plot([cx], [branch], "o", color=_LINE, markersize=4, zorder=3)
+            _path_arrow(ax, [(cx, branch), (left - 0.45, branch), (left - 0.45, target),
+                             (cx - 0.17, target)], color="#0072B2", linewidth=1.6)
+            ax.text(left - 0.55, (branch + target) / 2, "residual", rotation=90,
+                    ha="right", va="center", fontsize=10, color="#0072B2")
+
+        # N blocks: a bracket on the right from the first sublayer to the last LayerNorm.
+        bx = left + bw + 0.25
+        ax.plot([bx, bx + 0.12, bx + 0.12, bx], [1.3, 1.3, 6.17, 6.17], color="#666666",
+                linewidth=1.2)
+        ax.text(bx + 0.22, (1.3 + 6.17) / 2, "one encoder\nblock;\nan encoder\nstacks N",
+                ha="left", va="center", fontsize=10, color="#333333")
+
+        note = ax.text(width / 2, height - 0.1,
+                       "Post-LN: LayerNorm after each residual addition, as in the 2017\n"
+                       "Transformer, BERT and MiniLM (the model this book uses).\n"
+                       "GPT-2 is pre-LN: LayerNorm before each sublayer.",
+                       ha="center", va="top", fontsize=10, linespacing=1.3)
+        note.set_gid("ln-label")
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 5. cross
+
+
+def cross_attention() -> Figure:
+    """Encoder-decoder attention: where cross-attention's queries, keys and values come from.
+
+    Left: the encoder, a stack of ``N`` blocks of unmasked self-attention and feed-forward
+    layers, turns the ``S_enc`` source tokens into its output ``(S_enc, d_model)``. Right:
+    one decoder block over the ``L_dec`` target tokens so far: causal (masked)
+    self-attention, then cross-attention whose queries come from the decoder and whose keys
+    and values come from the encoder's output, then a feed-forward network; each sublayer is
+    followed by a residual addition and LayerNorm (post-LN, as in the 2017 Transformer).
+    Beside the decoder: the causal mask (from :func:`attnbook.masks.causal_mask`) and the
+    ``(L_dec, S_enc)`` grid of cross-attention weights, whose shape is read from
+    :func:`attnbook.attention.attention` run on tensors of those sizes.
+
+    Returns:
+        The new figure (one Axes).
+    """
+    L_dec, S_enc, d = 4, 6, 8
+    generator = torch.Generator().manual_seed(0)
+    memory = torch.randn(S_enc, d, generator=generator, dtype=torch.float64)  # (S_enc, d)
+    decoder_states = torch.randn(L_dec, d, generator=generator, dtype=torch.float64)
+    _, cross_weights = attention(decoder_states, memory, memory)  # (L_dec, S_enc)
+    mask = causal_mask(L_dec)  # (L_dec, L_dec)
+    _, self_weights = attention(decoder_states, decoder_states, decoder_states, mask)
+    rows, cols = cross_weights.shape
+    blocked = int((~mask).sum())
+    torch.testing.assert_close(self_weights.masked_fill(mask, 0.0),
+                               torch.zeros_like(self_weights))
+
+    width, height = 9.6, 7.9
+    enc_x, enc_w = 0.35, 3.0
+    dec_x, dec_w = 4.6, 3.0
+    res_x = dec_x + dec_w + 0.25  # the decoder's residual lines run here
+    grid_x = res_x + 0.45
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        enc_c, dec_c = enc_x + enc_w / 2, dec_x + dec_w / 2
+
+        ax.text(enc_c, height - 0.15, "Encoder", ha="center", va="top", fontsize=12,
+                weight="bold")
+        ax.text(dec_c, height - 0.15, "Decoder (one block of N)", ha="center", va="top",
+                fontsize=12, weight="bold")
+
+        # Encoder: source tokens, a stack of N blocks, the output.
+        _box(ax, enc_x, 0.35, enc_w, 0.55, f"source tokens\n($S_{{enc}}$ = {cols})",
+             face=_FILL_IO)
+        stack_y, stack_h = 1.5, 2.7
+        for offset in (0.16, 0.08):  # the blocks behind: a stack
+            _box(ax, enc_x + offset, stack_y + offset, enc_w, stack_h, face="#F7F7F7",
+                 edge="#999999")
+        _box(ax, enc_x, stack_y, enc_w, stack_h, face="#FAFAFA")
+        _box(ax, enc_x + 0.25, stack_y + 0.3, enc_w - 0.5, 0.75,
+             "self-attention, no mask\n+ add & norm", face=_FILL_ATTENTION, fontsize=10.5)
+        _box(ax, enc_x + 0.25, stack_y + 1.5, enc_w - 0.5, 0.7,
+             "feed-forward\n+ add & norm", face=_FILL_FFN, fontsize=10.5)
+        _arrow(ax, (enc_c, stack_y + 1.05), (enc_c, stack_y + 1.5), zorder=3)
+        ax.text(enc_c, stack_y + stack_h - 0.12, "encoder block, $\\times$ N", ha="center",
+                va="top", fontsize=10.5)
+        _arrow(ax, (enc_c, 0.9), (enc_c, stack_y))
+        out_y = stack_y + stack_h + 0.75
+        _arrow(ax, (enc_c, stack_y + stack_h + 0.16), (enc_c, out_y))
+        _box(ax, enc_x, out_y, enc_w, 0.65,
+             f"encoder output: {cols} vectors\n$(S_{{enc}}, d_{{model}})$",
+             face=_FILL_CROSS, fontsize=10.5)
+
+        # Decoder: bottom to top.
+        _box(ax, dec_x, 0.35, dec_w, 0.55, f"target tokens so far\n($L_{{dec}}$ = {rows})",
+             face=_FILL_IO)
+        layers = [  # (y, height, text, fill)
+            (1.3, 0.7, "masked self-attention\n(causal)", _FILL_ATTENTION),
+            (2.3, 0.4, "add & norm", _FILL_NORM),
+            (3.2, 0.8, "cross-attention\nQ: decoder   K, V: encoder", _FILL_CROSS),
+            (4.3, 0.4, "add & norm", _FILL_NORM),
+            (5.2, 0.6, "feed-forward", _FILL_FFN),
+            (6.1, 0.4, "add & norm", _FILL_NORM),
+        ]
+        for y, h, text, face in layers:
+            _box(ax, dec_x, y, dec_w, h, text, face=face, fontsize=10.5,
+                 gid="cross-box" if text.startswith("cross") else None)
+        _arrow(ax, (dec_c, 0.9), (dec_c, layers[0][0]))
+        for (y0, h0, *_), (y1, *_) in zip(layers, layers[1:], strict=False):
+            _arrow(ax, (dec_c, y0 + h0), (dec_c, y1))
+        top = layers[-1][0] + layers[-1][1]
+        _arrow(ax, (dec_c, top), (dec_c, top + 0.4))
+        ax.text(dec_c, top + 0.45, "to the next decoder block, then a linear layer\n"
+                "and softmax: next-token probabilities", ha="center", va="bottom",
+                fontsize=9.5)
+        # Residual lines on the right of each sublayer.
+        for i in (0, 2, 4):
+            y, h = layers[i][0], layers[i][1]
+            branch = y - 0.15
+            norm_y = layers[i + 1][0] + layers[i + 1][1] / 2
+            ax.plot([dec_c], [branch], "o", color=_LINE, markersize=3.5, zorder=3)
+            _path_arrow(ax, [(dec_c, branch), (res_x, branch), (res_x, norm_y),
+                             (dec_x + dec_w, norm_y)], color="#0072B2", linewidth=1.3)
+        # Keys and values from the encoder into the cross-attention; queries from below.
+        cross_y, cross_h = layers[2][0], layers[2][1]
+        below = layers[1][0] + layers[1][1]
+        ax.text(dec_c - 0.1, (below + cross_y) / 2, "Q", ha="right", va="center",
+                fontsize=11, color="#0072B2", weight="bold")
+        _path_arrow(ax, [(enc_x + enc_w, out_y + 0.32), (enc_x + enc_w + 0.5, out_y + 0.32),
+                         (enc_x + enc_w + 0.5, cross_y + cross_h / 2),
+                         (dec_x, cross_y + cross_h / 2)], color="#CC79A7", linewidth=2.2)
+        ax.text(enc_x + enc_w + 0.58, (out_y + 0.32 + cross_y + cross_h / 2) / 2,
+                "K, V", ha="left", va="center", fontsize=11, color="#A0527F", weight="bold")
+
+        # Beside the decoder: the causal mask and the cross-attention weights' shape.
+        cell = 0.19
+        mask_top = layers[0][0] + layers[0][1] / 2 + rows * cell / 2
+        allowed, hidden = "#9CC7E6", "#DDDDDD"
+        _grid(ax, grid_x, mask_top, [[allowed if bool(mask[r, s]) else hidden
+                                      for s in range(rows)] for r in range(rows)],
+              w=cell, h=cell)
+        ax.text(grid_x + rows * cell / 2, mask_top - rows * cell - 0.08,
+                f"causal mask ({rows}, {rows}):\n{blocked} future keys\nblocked (grey)",
+                ha="center", va="top", fontsize=9.5, linespacing=1.15)
+        weights_top = cross_y + cross_h / 2 + rows * cell / 2
+        _grid(ax, grid_x, weights_top, [["#E7B9D5"] * cols for _ in range(rows)], w=cell,
+              h=cell)
+        shape_label = ax.text(grid_x + cols * cell / 2, weights_top - rows * cell - 0.08,
+                              f"weights $(L_{{dec}}, S_{{enc}})$\n= ({rows}, {cols})",
+                              ha="center", va="top", fontsize=10)
+        shape_label.set_gid("cross-shape")
+        ax.text(grid_x + cols * cell / 2, weights_top + 0.08,
+                "one row per\ndecoder token", ha="center", va="bottom", fontsize=9)
+    return _check_width(fig)
