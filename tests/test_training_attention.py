@@ -1,7 +1,13 @@
-"""``attnbook.plots.attention_heatmap_row``, the side-by-side maps of "Watching attention
-learn", drawn with the Agg backend."""
+"""What the chapter "Watching attention learn" relies on beyond ``tests/test_training.py``:
+``attnbook.plots.attention_heatmap_row`` (its side-by-side maps, drawn with the Agg backend),
+the chapter's definition of an answerable position, and its exact computation of the best
+accuracy a position-blind model can reach."""
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -9,6 +15,7 @@ import pytest
 import torch
 
 from attnbook.plots import attention_heatmap_row
+from attnbook.training import RepeatTask
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +68,50 @@ def test_row_labels_ticks_and_vmax():
 def test_row_bad_input(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize(("length", "period"), [(16, 8), (9, 4), (12, 3), (6, 6)])
+def test_answerable_means_the_target_is_in_the_past(length, period):
+    """A position is answerable exactly when some key j <= t holds its target in every
+    sequence; the unanswerable targets are in the input only at keys after t."""
+    task = RepeatTask(vocab_size=10, length=length, period=period)
+    inputs, targets = task.batch(512, torch.Generator().manual_seed(0))
+    answerable = task.answerable().tolist()
+    for t in range(length):
+        in_past = any(torch.equal(inputs[:, j], targets[:, t])  # exact: int ids
+                      for j in range(t + 1))
+        assert in_past == answerable[t], f"position {t}"
+        if t + 1 < length:
+            # The target of position t is always the input at t + 1.
+            assert torch.equal(inputs[:, t + 1], targets[:, t])  # exact: int ids
+
+
+def _rule_accuracy_by_brute_force(L: int, V: int) -> float:
+    """Accuracy of "output the most common other token" at position 0, over all V**L
+    sequences, each counted with its probability (ties: any most common token)."""
+    total = 0.0
+    for sequence in itertools.product(range(V), repeat=L):
+        counts = Counter(sequence[1:])  # the others of position 0
+        best = max(counts.values())
+        guess = min(c for c, n in counts.items() if n == best)
+        total += sequence[L - 1] == guess
+    return total / V**L
+
+
+def _bound_over_multisets(L: int, V: int) -> float:
+    """The chapter's computation of E[m / (L - 1)], one multiset of the others at a time."""
+    n_others, bound = L - 1, 0.0
+    for others in itertools.combinations_with_replacement(range(V), n_others):
+        counts = Counter(others).values()
+        orders = math.factorial(n_others) // math.prod(math.factorial(c) for c in counts)
+        bound += orders / V**n_others * max(counts) / n_others
+    return bound
+
+
+@pytest.mark.parametrize(("L", "V"), [(4, 2), (4, 3), (6, 3), (6, 4)])
+def test_blind_bound_is_what_the_rule_reaches(L, V):
+    """The theorem's bound, summed over multisets as in the chapter, equals the exact
+    accuracy of the rule that reaches it, over every sequence."""
+    assert _bound_over_multisets(L, V) == pytest.approx(_rule_accuracy_by_brute_force(L, V),
+                                                        rel=1e-12)
+    assert _bound_over_multisets(L, V) > 1 / V  # better than chance

@@ -13,7 +13,8 @@ Two tasks, each with the map that solves it:
 
 A task draws seeded batches ``(inputs, targets)``, both ``(B, L)`` ``torch.long``, from a
 ``torch.Generator``; ``required_pattern(L)`` gives the ``(L, L)`` map of the keys that hold
-each query's answer, and ``answerable(L)`` the positions whose target the input determines.
+each query's answer, and ``answerable(L)`` the positions whose target lies among the keys
+they may read (in a next-token task, the past).
 
 :class:`TinyAttentionModel` adds a positional embedding to a token embedding, then runs one
 :class:`~attnbook.layers.MultiHeadAttention` layer, a small MLP and a linear readout; its
@@ -126,7 +127,7 @@ class Task(Protocol):
         ...
 
     def answerable(self, L: int | None = None) -> Tensor:
-        """``(L,)`` boolean: the positions whose target the input determines."""
+        """``(L,)`` boolean: the positions whose target lies among the keys they may read."""
         ...
 
 
@@ -190,7 +191,8 @@ class RepeatTask:
     ``s[j] = prefix[j % period]`` (with period 4: ``a b c d a b c d a``). The inputs are
     ``s[:-1]`` and the targets ``s[1:]``, so position ``t`` predicts ``s[t + 1]``.
 
-    The first ``period - 1`` targets are random: no model beats chance on them. From
+    The first ``period - 1`` targets are random and not in the past: no model that predicts
+    from the past alone beats chance on them. From
     ``t = period - 1`` on, the target ``s[t + 1]`` equals the input at ``t + 1 - period``,
     which the causal mask lets the query at ``t`` see. The required map is therefore the
     diagonal ``period - 1`` places below the main one, on those rows only (plus the earlier
@@ -245,7 +247,8 @@ class RepeatTask:
         Row ``t >= period - 1`` spreads 1 evenly over the keys ``j <= t`` with
         ``j = t + 1 (mod period)``: key ``t + 1 - period`` and, in inputs longer than two
         periods, its copies further back. Rows ``t < period - 1`` are all zero: their
-        target is random, and no key holds it. ``L`` defaults to ``self.length``.
+        target is random, and no key in their past holds it. ``L`` defaults to
+        ``self.length``.
         """
         L = self.length if L is None else _require_count("L", L)
         query = torch.arange(L)[:, None]  # (L, 1)
@@ -665,8 +668,7 @@ def train(
     random state is forked and seeded for the duration, so the same call on the same
     initial model gives the same history and weights (and leaves the caller's random state
     alone). The loss averages the cross-entropy over every position, answerable or not.
-    The loop runs on one thread (restored afterwards), which we found faster than several
-    for models this small.
+    The loop runs on one thread (the caller's setting is restored afterwards).
 
     Args:
         model: a model whose ``forward(tokens, mask)`` returns ``(logits, weights)`` with
