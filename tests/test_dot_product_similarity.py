@@ -1,5 +1,7 @@
 """The helpers chapter ``dot-product-similarity`` added: ``attnbook.plots.plot_vectors_2d``,
-and the raw self-attention properties the chapter relies on."""
+and the raw self-attention properties the chapter relies on: symmetric scores, the diagonal
+that a longer neighbour can beat, long vectors that make the softmax a hard maximum, and
+separate query and key matrices that break the symmetry."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 
-from attnbook.attention import raw_self_attention
+from attnbook.attention import attention, raw_self_attention
 from attnbook.plots import OKABE_ITO, plot_vectors_2d
 
 
@@ -117,3 +119,44 @@ def test_equal_norms_make_the_diagonal_win():
         torch.randn(50, 6, 4, generator=torch.Generator().manual_seed(3)), dim=-1)
     _, weights = raw_self_attention(x)
     assert (weights.argmax(dim=-1) == torch.arange(6)).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_long_vectors_make_raw_attention_a_hard_maximum(seed):
+    """The chapter's layer-1 inputs: long vectors pointing different ways keep all their
+    weight. Random directions in 384 dimensions are nearly orthogonal, so at length 8 every
+    self score (64) beats every other score by far more than the softmax can bridge."""
+    generator = torch.Generator().manual_seed(seed)
+    x = 8 * torch.nn.functional.normalize(torch.randn(9, 384, generator=generator), dim=-1)
+    output, weights = raw_self_attention(x)
+    assert weights.diagonal().min() > 1 - 1e-6
+    torch.testing.assert_close(output, x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_stretching_x_sharpens_the_softmax(seed):
+    """Scores scale with the square of the length, so the diagonal weight grows with c when
+    every vector has the same length (the diagonal is then each row's largest score)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.nn.functional.normalize(torch.randn(6, 16, generator=generator,
+                                                  dtype=torch.float64), dim=-1)
+    diagonals = [raw_self_attention(c * x).weights.diagonal() for c in (0.5, 1.0, 2.0, 4.0)]
+    for smaller, larger in zip(diagonals[:-1], diagonals[1:], strict=True):
+        assert (larger > smaller).all()
+
+
+def test_one_shared_projection_keeps_scores_symmetric_two_need_not():
+    """Q = X W_q, K = X W_k: one shared matrix gives symmetric scores, whose weights differ
+    only through the row totals (A_ij / A_ji = Z_j / Z_i); two matrices need not."""
+    generator = torch.Generator().manual_seed(7)
+    x = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    w_q = torch.randn(4, 4, generator=generator, dtype=torch.float64)
+    w_k = torch.randn(4, 4, generator=generator, dtype=torch.float64)
+    shared = (x @ w_q) @ (x @ w_q).T  # (L, L)
+    torch.testing.assert_close(shared, shared.T)
+    weights = attention(x @ w_q, x @ w_q, x, scale=1.0).weights  # (L, L)
+    log_z = shared.logsumexp(dim=-1)  # (L,)
+    torch.testing.assert_close(weights.log() - weights.log().T,
+                               log_z[None, :] - log_z[:, None])
+    two = (x @ w_q) @ (x @ w_k).T  # (L, L)
+    assert (two - two.T).abs().max() > 0.1
