@@ -22,7 +22,7 @@ from types import ModuleType
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "checks", "diagrams", "efficient", "explorer", "layers", "masks",
-               "plots", "pretrained", "timing", "training")
+               "playgrounds", "plots", "pretrained", "timing", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

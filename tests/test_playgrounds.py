@@ -1,0 +1,815 @@
+"""``attnbook.playgrounds``: three self-contained HTML playgrounds, statically and in Chromium.
+
+The Chromium tests drive each playground as a reader would (pointer drags, the keyboard, the
+controls), then read the numbers the page computed back from its ``data-`` attributes and
+compare them with the package on the same inputs: ``attnbook.attention.attention`` for the
+dot products, ``masked_softmax`` and a plain-torch ``-1e9`` fill for the masks, ``view`` +
+``transpose``, the buggy ``reshape`` and ``MultiHeadAttention.split_heads`` for the heads.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from playwright.sync_api import expect
+
+from attnbook.attention import attention, masked_softmax
+from attnbook.layers import MultiHeadAttention
+from attnbook.masks import causal_mask, padding_mask
+from attnbook.playgrounds import (
+    MASK_PRESETS,
+    DotProductPlayground,
+    MaskPlayground,
+    MultiheadSplitPlayground,
+    dot_product_playground,
+    mask_playground,
+    multihead_split_playground,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "_build" / "screenshots" / "playgrounds"
+TIMEOUT = 20_000
+TOL = 1e-6
+BUDGET = 40_000  # bytes per fragment, as shipped in the page
+MALICIOUS = "<img src=x onerror=alert(1)>"
+CLOSER = "</script><script>alert(2)</script>"
+AXE_OPTIONS = {"resultTypes": ["violations"],
+               "rules": {"label-content-name-mismatch": {"enabled": True}}}
+DARK_THEME = ("<style>body{background:#121212;color:#e0e0e0}"
+              "button,select,input{background:#2a2a2a;color:#eeeeee}label{color:#9ab}"
+              "table,th,td{border:1px solid #555;color:#ddd;background:#1e1e1e}</style>")
+
+
+def root_id(fragment: str) -> str:
+    match = re.match(r'<div class="attnbook-pg attnbook-pg-\w+" id="(attnpg-[0-9a-z-]+)"',
+                     fragment)
+    assert match, fragment[:200]
+    return match.group(1)
+
+
+def script_data(fragment: str) -> dict:
+    match = re.search(r"var D = (\{.*?\});\n", fragment, re.S)
+    assert match
+    return json.loads(match.group(1))
+
+
+def document(*fragments: str, html_attrs: str = "", head: str = "") -> str:
+    return (f'<!DOCTYPE html><html lang="en" {html_attrs}><head><meta charset="utf-8">'
+            f"<title>playground test</title>{head}</head><body>{''.join(fragments)}"
+            "</body></html>")
+
+
+ALL = {
+    "dot": dot_product_playground,
+    "mask": mask_playground,
+    "split": multihead_split_playground,
+}
+
+
+# ----------------------------------------------------------------- the fragments themselves
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_fragment_is_self_contained_and_scoped(kind):
+    fragment = ALL[kind](title="http://example.org/x")._repr_html_()
+    assert fragment.startswith(f'<div class="attnbook-pg attnbook-pg-{kind}"')
+    assert fragment.endswith("</div>")
+    assert "//" not in fragment  # no URL of any scheme, no protocol-relative URL, no JS comment
+    assert re.search(r"<[^>]*\s(src|href|srcset|action|data|xmlns)\s*=", fragment) is None
+    assert "<link" not in fragment.lower() and "@import" not in fragment
+    assert "url(" not in fragment and "import(" not in fragment
+    assert fragment.count("<script") == 1 and fragment.count("</script>") == 1
+    assert fragment.count("<style>") == 1
+    assert "innerHTML" not in fragment and "eval(" not in fragment
+    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
+    rules = [rule for rule in css.split("}") if rule.strip()]
+    assert len(rules) > 20
+    for rule in rules:
+        assert "{" in rule and "@" not in rule, rule
+        for selector in rule.split("{")[0].split(","):
+            assert selector.strip().startswith(".attnbook-pg"), selector
+    ids = re.findall(r'\sid="([^"]+)"', fragment)
+    assert len(ids) == len(set(ids)) and all(i.startswith(root_id(fragment)) for i in ids)
+    assert script_data(fragment)["title"] == "http://example.org/x"
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_every_fragment_gets_a_fresh_id(kind):
+    playground = ALL[kind]()
+    assert root_id(playground.to_html()) != root_id(playground.to_html())
+
+
+LARGEST = {
+    "dot": lambda: dot_product_playground(
+        keys=[[1.5, -2.0], [3.0, 4.0], [-5.0, 1.0], [2.5, 2.5], [0.1, -6.0]],
+        values=[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0], [0.5, 0.5]],
+        labels=[f"a fairly long key name {j}" for j in range(5)], title="Largest"),
+    "mask": lambda: mask_playground(10, np.random.default_rng(0).normal(size=(10, 10)),
+                                    tokens=[f"token-{i:02d}" for i in range(10)], title="L"),
+    "split": lambda: multihead_split_playground(8, 16, 4, tokens=[f"t{i}" * 5 for i in range(8)],
+                                                title="Largest"),
+}
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_fragment_size_within_budget(kind, record_property):
+    for playground in (ALL[kind](), LARGEST[kind]()):
+        size = len(playground.to_html().encode("utf-8"))
+        record_property(f"{kind}_kB", round(size / 1000, 1))
+        assert size <= BUDGET, f"{kind}: {size / 1000:.1f} kB"
+
+
+def test_labels_are_escaped_in_the_source():
+    fragments = [
+        dot_product_playground(labels=["a", MALICIOUS, CLOSER, "x & y"],
+                               query_label="<!--")._repr_html_(),
+        mask_playground(4, tokens=["a", MALICIOUS, CLOSER, "x & y"])._repr_html_(),
+        multihead_split_playground(tokens=["a", MALICIOUS, CLOSER, "x & y"])._repr_html_(),
+    ]
+    for fragment in fragments:
+        assert "<img" not in fragment and "alert(1)>" not in fragment
+        assert fragment.count("</script>") == 1 and "<!--" not in fragment
+        assert "\\u003cimg src=x onerror=alert(1)\\u003e" in fragment
+    for fragment in fragments[:2]:  # the split's fallback names no token
+        assert "&lt;img src=x onerror=alert(1)&gt;" in fragment  # in the static fallback
+
+
+def test_assets_are_declared_package_data():
+    from importlib.resources import files
+
+    assets = sorted(p.name for p in (files("attnbook") / "playground_assets").iterdir()
+                    if p.name.endswith((".js", ".css")))
+    assert assets == ["common.css", "common.js", "dot.css", "dot.js", "mask.css", "mask.js",
+                      "split.css", "split.js"]
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["attnbook"]
+    for name in assets:
+        assert any(fnmatch.fnmatch(f"playground_assets/{name}", p) for p in patterns), name
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_print_edition_gets_a_png_and_the_web_the_html(kind):
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import DisplayFormatter
+    from myst_nb.core.render import base_render_priority
+
+    playground = ALL[kind]()
+    open_figures = plt.get_fignums()
+    bundle, _ = DisplayFormatter().format(playground)
+    assert plt.get_fignums() == open_figures  # no stray pyplot figure
+    assert {"text/html", "image/png", "text/plain"} <= set(bundle)
+    assert bundle["text/html"].startswith(f'<div class="attnbook-pg attnbook-pg-{kind}"')
+    pixels = matplotlib.image.imread(io.BytesIO(playground.to_png()))
+    assert pixels.shape[0] > 300 and pixels.shape[1] > 600
+    priority = base_render_priority()
+
+    def chosen(builder: str) -> str:
+        ranks = priority[builder]
+        return min((m for m in bundle if ranks.get(m) is not None), key=ranks.__getitem__)
+
+    assert chosen("html") == "text/html"
+    assert chosen("latex") == "image/png"
+
+
+def test_static_fallbacks_hold_the_package_numbers():
+    dot = dot_product_playground()
+    q, k = torch.tensor([[3.0, 1.0]], dtype=torch.float64), torch.tensor(
+        [[3.0, 1.0], [1.5, 0.5], [4.5, 1.5], [2.0, 6.0]], dtype=torch.float64)
+    out, w = attention(q, k, k)
+    fragment = dot.to_html()
+    for value in w[0]:
+        assert f"<td class=\"pg-num\">{float(value):.4f}</td>" in fragment
+    assert f"Output: ({float(out[0, 0]):.2f}, {float(out[0, 1]):.2f})" in fragment
+
+    mask = mask_playground()
+    expected = masked_softmax(torch.from_numpy(mask.scores), causal_mask(5))
+    cells = re.findall(r'<td class="pg-num">([0-9.]+)</td>', mask.to_html())
+    assert cells == [f"{float(v):.2f}" for v in expected.flatten()]
+    assert "tokens 0, 1" in multihead_split_playground().to_html()
+
+
+def test_presets_are_the_package_masks():
+    playground = mask_playground(6)
+    pads = padding_mask([6 - playground.pad], 6)[0]  # (1, 6)
+    assert playground.pad == 2
+    assert torch.equal(playground.preset_mask("causal"), causal_mask(6))  # exact: booleans
+    assert torch.equal(playground.preset_mask("upper"), torch.ones(6, 6).triu().bool())  # exact
+    assert torch.equal(playground.preset_mask("padding"), pads.expand(6, 6))  # exact: booleans
+    assert torch.equal(playground.preset_mask("left-padding"),  # exact: booleans
+                       pads.flip(-1) & causal_mask(6))
+    assert not playground.preset_mask("left-padding")[:2].any()  # two rows with no key
+
+
+def test_the_package_module_imports_on_its_own():
+    import attnbook.playgrounds as module
+
+    assert module.dot_product_playground is dot_product_playground
+
+
+# ------------------------------------------------------------------------- bad input
+
+BAD_INPUTS = [
+    pytest.param(lambda: dot_product_playground(query="ab"), TypeError,
+                 ["query must be a 2-D vector", "got str"], id="query-str"),
+    pytest.param(lambda: dot_product_playground(query=[1.0, 2.0, 3.0]), ValueError,
+                 ["query must be one 2-D vector", "(3,)"], id="query-3d"),
+    pytest.param(lambda: dot_product_playground(query=[float("nan"), 1.0]), ValueError,
+                 ["query must be finite"], id="query-nan"),
+    pytest.param(lambda: dot_product_playground(keys=torch.ones(6, 2)), ValueError,
+                 ["keys must have shape (S, 2) with 1 <= S <= 5", "(6, 2)"], id="keys-6"),
+    pytest.param(lambda: dot_product_playground(keys=torch.ones(3, 3)), ValueError,
+                 ["keys must have shape (S, 2)", "(3, 3)"], id="keys-3d"),
+    pytest.param(lambda: dot_product_playground(keys=torch.ones(2, 2, dtype=torch.bool)),
+                 TypeError, ["keys must hold real numbers", "torch.bool"], id="keys-bool"),
+    pytest.param(lambda: dot_product_playground(keys=[[1.0, 99.0]]), ValueError,
+                 ["keys must lie within [-20, 20]", "99"], id="keys-far"),
+    pytest.param(lambda: dot_product_playground(values=torch.ones(3, 2)), ValueError,
+                 ["values must have the shape of keys, (4, 2)", "(3, 2)"], id="values"),
+    pytest.param(lambda: dot_product_playground(scale="big"), TypeError,
+                 ["scale must be a positive real number or None", "got str"], id="scale-str"),
+    pytest.param(lambda: dot_product_playground(scale=True), TypeError,
+                 ["scale must be a positive real number", "got bool"], id="scale-bool"),
+    pytest.param(lambda: dot_product_playground(scale=-1.0), ValueError,
+                 ["scale must be between 0.001 and 1000", "-1.0"], id="scale-negative"),
+    pytest.param(lambda: dot_product_playground(labels="abcd"), TypeError,
+                 ["labels must be a sequence of strings, not one str"], id="labels-str"),
+    pytest.param(lambda: dot_product_playground(labels=["a", "b"]), ValueError,
+                 ["labels has 2 entries, expected 4"], id="labels-count"),
+    pytest.param(lambda: dot_product_playground(query_label=3), TypeError,
+                 ["query_label must be a string, got int"], id="query-label"),
+    pytest.param(lambda: dot_product_playground(title=3), TypeError,
+                 ["title must be a string or None, got int"], id="title"),
+    pytest.param(lambda: mask_playground(2.5), TypeError,
+                 ["length must be an int, got float"], id="mask-length-float"),
+    pytest.param(lambda: mask_playground(11), ValueError,
+                 ["length must be between 1 and 10, got 11"], id="mask-length-big"),
+    pytest.param(lambda: mask_playground(0), ValueError,
+                 ["length must be between 1 and 10, got 0"], id="mask-length-0"),
+    pytest.param(lambda: mask_playground(scores=torch.ones(3, 4)), ValueError,
+                 ["scores must be a square (L, L) matrix", "(3, 4)"], id="scores-rect"),
+    pytest.param(lambda: mask_playground(4, scores=torch.ones(3, 3)), ValueError,
+                 ["length is 4 but scores has shape (3, 3)"], id="scores-length"),
+    pytest.param(lambda: mask_playground(scores=torch.full((3, 3), float("inf"))), ValueError,
+                 ["scores must be finite"], id="scores-inf"),
+    pytest.param(lambda: mask_playground(scores=torch.full((3, 3), 5e3)), ValueError,
+                 ["scores must lie within [-1000, 1000]"], id="scores-huge"),
+    pytest.param(lambda: mask_playground(scores="abc"), TypeError,
+                 ["scores must be an (L, L) matrix", "got str"], id="scores-str"),
+    pytest.param(lambda: mask_playground(scores=torch.ones(11, 11)), ValueError,
+                 ["L (the size of scores) must be between 1 and 10, got 11"], id="scores-11"),
+    pytest.param(lambda: mask_playground(preset="triangle"), ValueError,
+                 ["preset must be one of 'none', 'causal', 'upper'", "'triangle'"],
+                 id="preset"),
+    pytest.param(lambda: mask_playground(3, tokens=["a"]), ValueError,
+                 ["tokens has 1 entries, expected 3"], id="mask-tokens"),
+    pytest.param(lambda: multihead_split_playground(num_heads=3), ValueError,
+                 ["num_heads must be a positive divisor of d_model=8, got 3"], id="heads-3"),
+    pytest.param(lambda: multihead_split_playground(num_heads=0), ValueError,
+                 ["num_heads must be a positive divisor of d_model=8, got 0"], id="heads-0"),
+    pytest.param(lambda: multihead_split_playground(num_heads=2.0), TypeError,
+                 ["num_heads must be an int, got float"], id="heads-float"),
+    pytest.param(lambda: multihead_split_playground(d_model=17), ValueError,
+                 ["d_model must be between 1 and 16, got 17"], id="d-model"),
+    pytest.param(lambda: multihead_split_playground(length=9), ValueError,
+                 ["length must be between 1 and 8, got 9"], id="split-length"),
+    pytest.param(lambda: multihead_split_playground(length=3, tokens=["a", "b"]), ValueError,
+                 ["length must be between 1 and 2, got 3"], id="split-length-tokens"),
+    pytest.param(lambda: multihead_split_playground(tokens=[str(i) for i in range(9)]),
+                 ValueError, ["tokens must hold 1 to 8 labels", "got 9"], id="split-tokens"),
+    pytest.param(lambda: multihead_split_playground(tokens="abcd"), TypeError,
+                 ["tokens must be a sequence of strings, not one str"], id="split-tokens-str"),
+]
+
+
+@pytest.mark.parametrize(("make", "error", "fragments"), BAD_INPUTS)
+def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragments):
+    for cls in (DotProductPlayground, MaskPlayground, MultiheadSplitPlayground):
+        monkeypatch.setattr(cls, "to_html", lambda self: pytest.fail("HTML for bad input"))
+    with pytest.raises(error) as caught:
+        make()
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+# ------------------------------------------------------------------------- Chromium
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab that records page errors, dialogs and requests, and checks them at the end."""
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT)
+    seen: dict[str, list[str]] = {"errors": [], "dialogs": [], "requests": []}
+    tab.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    tab.on("console", lambda msg: msg.type == "error" and seen["errors"].append(msg.text))
+    tab.on("request", lambda request: seen["requests"].append(request.url))
+
+    def on_dialog(dialog):
+        seen["dialogs"].append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", on_dialog)
+    tab.seen = seen
+    yield tab
+    context.close()
+    assert not seen["errors"], seen["errors"]
+    assert not seen["dialogs"], seen["dialogs"]
+    assert all(url.startswith(("about:", "data:", "file:")) for url in seen["requests"]), \
+        seen["requests"]
+
+
+def show(tab, *fragments: str, **kwargs: str) -> list:
+    tab.set_content(document(*fragments, **kwargs))
+    roots = [tab.locator(f"#{root_id(f)}") for f in fragments]
+    for root in roots:
+        expect(root).to_have_attribute("data-pg-ready", "1", timeout=TIMEOUT)
+    assert tab.seen["requests"] == []
+    return roots
+
+
+# --------------------------------------------------- 1. dot products
+
+
+def dot_state(root) -> dict:
+    return root.evaluate("""r => ({
+      points: Array.from(r.querySelectorAll('.pg-handle'),
+                         h => [Number(h.dataset.p), Number(h.dataset.x), Number(h.dataset.y)]),
+      w: Array.from(r.querySelectorAll('.pg-w'), e => Number(e.dataset.w)),
+      shown: Array.from(r.querySelectorAll('.pg-w'), e => e.textContent),
+      scores: Array.from(r.querySelectorAll('td[data-v]'), e => Number(e.dataset.v)),
+      out: [Number(r.querySelector('.pg-outxy').dataset.x),
+            Number(r.querySelector('.pg-outxy').dataset.y)],
+      scale: Number(r.dataset.scale),
+      top: r.querySelector('tr.pg-top th').textContent})""")
+
+
+def check_dot(state: dict, values: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """The page's numbers equal the package's attention on the page's own vectors."""
+    points = sorted(state["points"])
+    q = torch.tensor([points[0][1:]], dtype=torch.float64)  # (1, 2)
+    k = torch.tensor([p[1:] for p in points[1:]], dtype=torch.float64)  # (S, 2)
+    v = k if values is None else values
+    out, w = attention(q, k, v, scale=state["scale"])
+    torch.testing.assert_close(torch.tensor(state["w"], dtype=torch.float64), w[0],
+                               atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.tensor(state["out"], dtype=torch.float64), out[0],
+                               atol=TOL, rtol=0)
+    dots = (k @ q[0]).tolist()
+    scaled = [state["scale"] * d for d in dots]
+    page_scores = state["scores"]  # per key: q.k then c q.k
+    assert page_scores[0::2] == pytest.approx(dots, abs=TOL)
+    assert page_scores[1::2] == pytest.approx(scaled, abs=TOL)
+    assert state["shown"] == [f"{float(x):.4f}" for x in w[0]]
+    return q, k, w[0]
+
+
+def handle(root, index: int):
+    return root.locator(f'.pg-handle[data-p="{index}"]')
+
+
+def screen_point(root, data: dict, x: float, y: float) -> tuple[float, float]:
+    """Where the data point (x, y) is on the screen (the script's own mapping)."""
+    box = root.locator(".pg-svg").bounding_box()
+    vb, pad = 380, 14
+    unit = (vb - 2 * pad) / (data["hi"] - data["lo"])
+    f = box["width"] / vb
+    return (box["x"] + (pad + (x - data["lo"]) * unit) * f,
+            box["y"] + (pad + (data["hi"] - y) * unit) * f)
+
+
+@pytest.mark.browser
+def test_dot_opening_state_and_the_keyboard(page):
+    fragment = dot_product_playground()._repr_html_()
+    (root,) = show(page, fragment)
+    state = dot_state(root)
+    assert sorted(state["points"]) == [[0, 3, 1], [1, 3, 1], [2, 1.5, 0.5], [3, 4.5, 1.5],
+                                       [4, 2, 6]]
+    assert state["scale"] == 1 / 2 ** 0.5
+    check_dot(state)
+    assert state["top"] == "long aligned"
+
+    # "Make the long, misaligned key win": two steps of 1 to the right, with the keyboard.
+    misaligned = handle(root, 4)
+    misaligned.focus()
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("ArrowUp")  # a step of 0.1
+    expect(misaligned).to_have_attribute("data-x", "4", timeout=TIMEOUT)
+    expect(misaligned).to_have_attribute("data-y", "6.1", timeout=TIMEOUT)
+    expect(misaligned).to_have_attribute("aria-label", "key long misaligned at (4.0, 6.1)")
+    state = dot_state(root)
+    _, _, w = check_dot(state)
+    assert state["top"] == "long misaligned" and w[3] - w.max() == 0  # exact: it is the max
+    assert w[3] - w[2] > 0.5  # and by a wide margin
+
+    # Arrow keys on the query move the query; Left then Down return it.
+    query = handle(root, 0)
+    query.focus()
+    for key in ("ArrowLeft", "ArrowLeft", "ArrowDown"):
+        page.keyboard.press(key)
+    expect(query).to_have_attribute("data-x", "2.8", timeout=TIMEOUT)
+    expect(query).to_have_attribute("data-y", "0.9", timeout=TIMEOUT)
+    check_dot(dot_state(root))
+
+
+@pytest.mark.browser
+def test_dot_pointer_drag_and_the_scale_slider(page):
+    fragment = dot_product_playground()._repr_html_()
+    data = script_data(fragment)
+    (root,) = show(page, fragment)
+
+    # Drag the query (drawn on top of the exact match) to (1, 3), with the mouse.
+    start = screen_point(root, data, 3.0, 1.0)
+    page.mouse.move(*start)
+    page.mouse.down()
+    for t in (0.25, 0.5, 0.75, 1.0):
+        page.mouse.move(start[0] + t * (screen_point(root, data, 1.0, 3.0)[0] - start[0]),
+                        start[1] + t * (screen_point(root, data, 1.0, 3.0)[1] - start[1]))
+    page.mouse.up()
+    query = handle(root, 0)
+    expect(query).to_have_attribute("data-x", "1", timeout=TIMEOUT)
+    expect(query).to_have_attribute("data-y", "3", timeout=TIMEOUT)
+    state = dot_state(root)
+    assert sorted(state["points"])[1][1:] == [3, 1]  # the exact match stayed
+    check_dot(state)
+    assert state["top"] == "long misaligned"
+
+    # "Watch the weights turn one-hot as the scale grows": the slider's far end.
+    slider = root.get_by_label("Scale c")
+    slider.focus()
+    page.keyboard.press("End")
+    expect(slider).to_have_value("1.5", timeout=TIMEOUT)
+    assert dot_state(root)["scale"] == pytest.approx(10 ** 1.5, rel=1e-12)
+    _, _, w = check_dot(dot_state(root))
+    assert w.max() > 0.999
+    page.keyboard.press("Home")
+    expect(slider).to_have_value("-2", timeout=TIMEOUT)
+    assert dot_state(root)["scale"] == pytest.approx(0.01, rel=1e-12)
+    _, _, w = check_dot(dot_state(root))
+    assert w.max() - w.min() < 0.05  # nearly uniform
+    page.keyboard.press("ArrowRight")
+    _, _, w = check_dot(dot_state(root))
+    assert dot_state(root)["scale"] == pytest.approx(10 ** -1.99, rel=1e-9)
+    assert slider.get_attribute("aria-valuetext").startswith("c = 0.0102")
+
+    # The buttons: 1 / sqrt(d_k) exactly, then 1, then Reset.
+    root.get_by_role("button", name="c = 1/√2").click()
+    expect(root).to_have_attribute("data-scale", "0.7071067811865475", timeout=TIMEOUT)
+    root.get_by_role("button", name="c = 1", exact=True).click()
+    expect(root).to_have_attribute("data-scale", "1", timeout=TIMEOUT)
+    check_dot(dot_state(root))
+    root.get_by_role("button", name="Reset").click()
+    expect(query).to_have_attribute("data-x", "3", timeout=TIMEOUT)
+    check_dot(dot_state(root))
+
+
+@pytest.mark.browser
+def test_dot_fixed_values_and_other_keys(page):
+    keys = [[1.0, -2.0], [-3.0, 0.5], [2.0, 2.0]]
+    values = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], dtype=torch.float64)
+    fragment = dot_product_playground([0.5, 1.5], keys, values.tolist(), scale=2.0,
+                                      labels=["a", "b", "c"])._repr_html_()
+    (root,) = show(page, fragment)
+    check_dot(dot_state(root), values)
+    handle(root, 2).focus()
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")
+    expect(handle(root, 2)).to_have_attribute("data-x", "-2.5", timeout=TIMEOUT)
+    check_dot(dot_state(root), values)
+
+
+# --------------------------------------------------- 2. masks
+
+
+def mask_state(root) -> dict:
+    return root.evaluate("""r => ({
+      w: Array.from(r.querySelectorAll('.pg-cell'), c => Number(c.dataset.w)),
+      raw: Array.from(r.querySelectorAll('.pg-cell'), c => c.dataset.w),
+      allowed: Array.from(r.querySelectorAll('.pg-cell'), c => c.dataset.allowed === '1'),
+      pressed: Array.from(r.querySelectorAll('.pg-cell'), c => c.getAttribute('aria-pressed')),
+      sums: Array.from(r.querySelectorAll('.pg-sum'), c => c.textContent),
+      preset: r.dataset.preset})""")
+
+
+def page_mask(state: dict, size: int) -> torch.Tensor:
+    mask = torch.tensor(state["allowed"]).reshape(size, size)
+    assert state["pressed"] == ["true" if a else "false" for a in state["allowed"]]
+    return mask
+
+
+def check_mask(state: dict, scores: torch.Tensor, *, fill: bool = False) -> torch.Tensor:
+    size = scores.shape[0]
+    mask = page_mask(state, size)
+    weights = torch.tensor(state["w"], dtype=torch.float64).reshape(size, size)
+    assert not any(r in ("NaN", "") for r in state["raw"])
+    if fill:  # what a -1e9 fill gives, in plain torch (float32, as a model would run it)
+        expected = torch.softmax(scores.float().masked_fill(~mask, -1e9), dim=-1).double()
+    else:
+        expected = masked_softmax(scores, mask)
+    torch.testing.assert_close(weights, expected, atol=TOL, rtol=0)
+    return weights
+
+
+def cell_button(root, i: int, j: int):
+    return root.locator(f'.pg-cell[data-i="{i}"][data-j="{j}"]')
+
+
+@pytest.mark.browser
+def test_mask_cells_toggle_and_rows_renormalise(page):
+    playground = mask_playground()
+    scores = torch.from_numpy(playground.scores)
+    (root,) = show(page, playground.to_html())
+    state = mask_state(root)
+    assert state["preset"] == "causal"
+    assert torch.equal(page_mask(state, 5), causal_mask(5))  # exact: booleans
+    check_mask(state, scores)
+
+    # Click: forbid key 1 for query 3; the row renormalises over keys 0, 2, 3.
+    before = check_mask(mask_state(root), scores)[3]
+    cell_button(root, 3, 1).click()
+    expect(cell_button(root, 3, 1)).to_have_attribute("aria-pressed", "false", timeout=TIMEOUT)
+    state = mask_state(root)
+    assert state["preset"] == "custom"
+    after = check_mask(state, scores)[3]
+    assert after[1] == 0  # exact: a forbidden key gets exactly 0
+    kept = torch.tensor([0, 2, 3])
+    torch.testing.assert_close(after[kept], before[kept] / before[kept].sum(), atol=TOL, rtol=0)
+
+    # Keyboard: Space on the only key of row 0 leaves that row without keys: zeros, not NaN.
+    first = cell_button(root, 0, 0)
+    first.focus()
+    page.keyboard.press("Space")
+    expect(first).to_have_attribute("aria-pressed", "false", timeout=TIMEOUT)
+    state = mask_state(root)
+    weights = check_mask(state, scores)
+    assert state["raw"][:5] == ["0"] * 5 and weights[0].sum() == 0  # exact: zeros
+    assert state["sums"][0] == "no key: zeros"
+    expect(root.locator(".pg-say")).to_contain_text("1 row has no allowed key")
+
+    # The -1e9 fill: that row becomes uniform over the five keys it was told to ignore.
+    root.get_by_label("Fill forbidden scores with −1e9 instead").check()
+    expect(first).to_have_class(re.compile("pg-leak"), timeout=TIMEOUT)
+    weights = check_mask(mask_state(root), scores, fill=True)
+    torch.testing.assert_close(weights[0], torch.full((5,), 0.2, dtype=torch.float64),
+                               atol=TOL, rtol=0)
+    torch.testing.assert_close(weights[1:], masked_softmax(scores, page_mask(
+        mask_state(root), 5))[1:], atol=TOL, rtol=0)  # rows with keys: no difference
+    assert first.text_content() == "0.20"
+    root.get_by_label("Fill forbidden scores with −1e9 instead").uncheck()
+    check_mask(mask_state(root), scores)
+
+    # Arrow keys move the one tab stop of the grid; Enter toggles too.
+    first.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    target = cell_button(root, 1, 2)
+    expect(target).to_be_focused(timeout=TIMEOUT)
+    assert target.get_attribute("tabindex") == "0" and first.get_attribute("tabindex") == "-1"
+    page.keyboard.press("Enter")
+    expect(target).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
+    weights = check_mask(mask_state(root), scores)
+    assert weights[1, 2] > 0  # a future key, now allowed, takes weight
+
+
+@pytest.mark.browser
+def test_mask_presets_match_the_package(page):
+    scores = torch.tensor(np.random.default_rng(1).normal(size=(6, 6)) * 2)
+    playground = mask_playground(scores=scores, preset="none")
+    (root,) = show(page, playground.to_html())
+    pads = padding_mask([4], 6)[0]  # (1, 6): two pads at the end
+    expected = {
+        "none": torch.ones(6, 6, dtype=torch.bool),
+        "causal": causal_mask(6),
+        "upper": torch.triu(torch.ones(6, 6)).bool(),
+        "padding": pads.expand(6, 6),
+        "left-padding": pads.flip(-1) & causal_mask(6),
+    }
+    assert list(expected) == list(MASK_PRESETS)
+    for name, words in MASK_PRESETS.items():
+        button = root.get_by_role("button", name=words, exact=True)
+        button.click()
+        expect(button).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
+        state = mask_state(root)
+        assert state["preset"] == name
+        assert torch.equal(page_mask(state, 6), expected[name]), name  # exact: booleans
+        check_mask(state, scores)
+    # Causal with padding at the start: the first two rows have no key.
+    assert [s.startswith("no key") for s in mask_state(root)["sums"]] == [True] * 2 + [False] * 4
+    root.get_by_label("Fill forbidden scores with −1e9 instead").check()
+    weights = check_mask(mask_state(root), scores, fill=True)
+    torch.testing.assert_close(weights[:2], torch.full((2, 6), 1 / 6, dtype=torch.float64),
+                               atol=TOL, rtol=0)
+
+
+# --------------------------------------------------- 3. head splits
+
+
+def split_state(root) -> dict:
+    return root.evaluate("""r => {
+      const read = sel => Array.from(r.querySelectorAll(sel + ' table.pg-head'),
+        t => Array.from(t.querySelectorAll('tbody tr'),
+          tr => Array.from(tr.querySelectorAll('td'),
+            td => Number(td.dataset.t) * 1000 + Number(td.dataset.f))));
+      const x = Array.from(r.querySelectorAll('table.pg-x tbody tr'),
+        tr => Array.from(tr.querySelectorAll('td'),
+          td => Number(td.dataset.t) * 1000 + Number(td.dataset.f)));
+      return {x: x, correct: read('.pg-correct'), buggy: read('.pg-buggy'),
+              L: Number(r.dataset.l), h: Number(r.dataset.h),
+              what: r.querySelector('.pg-buggy .pg-what').textContent,
+              cut: r.querySelector('.pg-buggy .pg-cut').textContent};
+    }""")
+
+
+def check_split(state: dict, length: int, d_model: int, heads: int) -> None:
+    """The page's two splits are torch's, on x[t, f] = 1000 t + f."""
+    assert (state["L"], state["h"]) == (length, heads)
+    x = (1000 * torch.arange(length)[:, None] + torch.arange(d_model)[None, :])  # (L, d_model)
+    d_head = d_model // heads
+    correct = x.view(length, heads, d_head).transpose(0, 1)  # (h, L, d_head)
+    buggy = x.reshape(heads, length, d_head)  # (h, L, d_head): the bug
+    package = MultiHeadAttention(d_model, heads).split_heads(x.double())
+    assert torch.equal(package, correct.double())  # exact: integers moved, not computed
+    assert state["x"] == x.tolist()
+    assert state["correct"] == correct.tolist()
+    assert state["buggy"] == buggy.tolist()
+
+
+@pytest.mark.browser
+def test_split_heads_follow_torch_as_h_and_l_change(page):
+    fragment = multihead_split_playground()._repr_html_()
+    (root,) = show(page, fragment)
+    check_split(split_state(root), 4, 8, 2)
+    assert split_state(root)["what"].startswith("head 0 holds tokens 0 and 1; head 1 holds "
+                                                "tokens 2 and 3.")
+    heads = root.get_by_label("Heads h")
+    tokens = root.get_by_label("Tokens L")
+    for h in (1, 2, 4, 8):
+        heads.select_option(str(h))
+        for length in (1, 3, 5, 8):
+            tokens.fill(str(length))
+            expect(root).to_have_attribute("data-l", str(length), timeout=TIMEOUT)
+            check_split(split_state(root), length, 8, h)
+    # h = 2 does not divide L = 3: a token is cut between two buggy heads.
+    heads.select_option("2")
+    tokens.fill("3")
+    expect(root).to_have_attribute("data-l", "3", timeout=TIMEOUT)
+    assert split_state(root)["cut"] == "token 1 is cut between heads 0 and 1."
+    # Out-of-range input is ignored while typing and put back on change.
+    tokens.fill("12")
+    tokens.dispatch_event("change")
+    expect(tokens).to_have_value("3", timeout=TIMEOUT)
+    check_split(split_state(root), 3, 8, 2)
+
+    # The keyboard alone: arrow keys on the select and the number field.
+    heads.focus()
+    page.keyboard.press("ArrowDown")
+    expect(root).to_have_attribute("data-h", "4", timeout=TIMEOUT)
+    tokens.focus()
+    page.keyboard.press("ArrowUp")
+    expect(root).to_have_attribute("data-l", "4", timeout=TIMEOUT)
+    check_split(split_state(root), 4, 8, 4)
+
+
+@pytest.mark.browser
+def test_split_with_other_widths(page):
+    fragment = multihead_split_playground(5, 12, 3, tokens=list("abcde"))._repr_html_()
+    (root,) = show(page, fragment)
+    check_split(split_state(root), 5, 12, 3)
+    assert root.get_by_label("Heads h").locator("option").all_text_contents() == [
+        f"{h} (d_head = {12 // h})" for h in (1, 2, 3, 4, 6, 12)]
+    assert root.get_by_label("Tokens L").get_attribute("max") == "5"
+    root.get_by_label("Heads h").select_option("6")
+    check_split(split_state(root), 5, 12, 6)
+
+
+# --------------------------------------------------- all three
+
+
+def all_three(label: str = "") -> list[str]:
+    if not label:
+        return [make()._repr_html_() for make in ALL.values()]
+    return [
+        dot_product_playground(labels=["a", label, CLOSER, "x & y"],
+                               query_label=label)._repr_html_(),
+        mask_playground(4, tokens=["a", label, CLOSER, "x & y"])._repr_html_(),
+        multihead_split_playground(tokens=["a", label, CLOSER, "x & y"])._repr_html_(),
+    ]
+
+
+@pytest.mark.browser
+def test_hostile_labels_are_shown_as_text(page):
+    dot, mask, split = show(page, *all_three(MALICIOUS))
+    assert page.locator("img").count() == 0 and page.locator("script").count() == 3
+    expect(dot.locator(".pg-tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
+    assert handle(dot, 0).locator(".pg-lab").text_content() == MALICIOUS[:17] + "\u2026"
+    assert handle(dot, 0).get_attribute("aria-label").startswith(f"query {MALICIOUS} at")
+    expect(mask.locator(".pg-live tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
+    assert MALICIOUS in cell_button(mask, 1, 0).get_attribute("aria-label")
+    expect(split.locator("table.pg-x tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
+    assert page.evaluate("() => typeof window.alert") == "function"
+    assert page.seen["dialogs"] == []
+
+
+@pytest.mark.browser
+def test_every_control_is_reached_with_tab(page):
+    roots = show(page, *all_three())
+    for root in roots:
+        # Each control that should be a tab stop gets a marker; then Tab visits them all.
+        expected = root.evaluate("""r => {
+          const stops = Array.from(r.querySelectorAll('button, input, select, [tabindex]'))
+            .filter(e => e.tabIndex >= 0 && !e.closest('[hidden]'));
+          stops.forEach((e, n) => e.setAttribute('data-stop', String(n)));
+          return stops.length;
+        }""")
+        assert expected >= 2
+        root.locator('[data-stop="0"]').focus()
+        visited = set()
+        for _ in range(expected + 3):
+            visited.add(page.evaluate("() => document.activeElement.getAttribute('data-stop')"))
+            page.keyboard.press("Tab")
+        assert {str(n) for n in range(expected)} <= visited
+    # The mask grid is one tab stop (a roving tabindex); every cell stays a button.
+    assert roots[1].locator(".pg-cell[tabindex='0']").count() == 1
+    assert roots[1].locator("button.pg-cell").count() == 25
+
+
+@pytest.mark.browser
+def test_no_serious_accessibility_violation(page):
+    from axe_playwright_python.sync_playwright import Axe
+
+    show(page, *all_three())
+    results = Axe().run(page, options=AXE_OPTIONS)
+    ran = {rule["id"] for group in ("violations", "passes", "incomplete", "inapplicable")
+           for rule in results.response[group]}
+    assert {"color-contrast", "label", "label-content-name-mismatch"} <= ran
+    serious = [f"{v['id']} ({v['impact']}): {v['help']} -- {v['nodes'][0]['html'][:200]}"
+               for v in results.response["violations"]
+               if v["impact"] in ("serious", "critical")]
+    assert not serious, "\n".join(serious)
+
+
+@pytest.mark.browser
+def test_with_scripts_off_the_static_fallback_shows(browser):
+    context = browser.new_context(java_script_enabled=False)
+    tab = context.new_page()
+    try:
+        fragments = all_three()
+        tab.set_content(document(*fragments))
+        for fragment in fragments:
+            root = tab.locator(f"#{root_id(fragment)}")
+            expect(root.locator(".pg-nojs")).to_be_visible(timeout=TIMEOUT)
+            expect(root.locator(".pg-live")).to_be_hidden(timeout=TIMEOUT)
+            assert "needs JavaScript" in root.locator(".pg-nojs").inner_text()
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+def test_saved_file_works_offline(page, tmp_path):
+    path = mask_playground(3, preset="none").save(tmp_path / "mask.html")
+    page.goto(path.as_uri())
+    root = page.locator(".attnbook-pg")
+    expect(root).to_have_attribute("data-pg-ready", "1", timeout=TIMEOUT)
+    assert mask_state(root)["allowed"] == [True] * 9
+    assert all(url.startswith("file:") for url in page.seen["requests"])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_screenshots_and_the_panel_stays_light(browser, mode):
+    """Each playground in the page's light and dark modes, saved for a person to look at."""
+    context = browser.new_context(viewport={"width": 820, "height": 900}, color_scheme=mode)
+    tab = context.new_page()
+    try:
+        fragments = all_three()
+        head, attrs = (DARK_THEME, 'data-theme="dark"') if mode == "dark" else ("", "")
+        tab.set_content(document(*fragments, html_attrs=attrs, head=head))
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for kind, fragment in zip(ALL, fragments, strict=True):
+            root = tab.locator(f"#{root_id(fragment)}")
+            expect(root).to_have_attribute("data-pg-ready", "1", timeout=TIMEOUT)
+            assert root.evaluate("e => getComputedStyle(e).backgroundColor") == \
+                "rgb(255, 255, 255)"
+            for selector in ("button, select, input", "label", "th", ".pg-say", "td",
+                             ".pg-help, .pg-legend"):
+                colour = root.locator(f".pg-live {selector}").first.evaluate(
+                    "e => getComputedStyle(e).color")
+                r, g, b = (int(c) for c in re.findall(r"\d+", colour)[:3])
+                assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 80, (kind, selector, colour)
+            target = SCREENSHOTS / f"{kind}-{mode}.png"
+            root.screenshot(path=str(target))
+            assert target.stat().st_size > 10_000
+    finally:
+        context.close()
