@@ -41,13 +41,18 @@ def test_every_toc_page_is_built(built_book: Path, page: str) -> None:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_error_output(built_book: Path, page: str) -> None:
-    """No traceback or error output, except in cells tagged to raise on purpose."""
+    """No traceback anywhere; no error output except the message of a cell tagged to raise on
+    purpose."""
     html = soup(page)
     for cell in html.select("div.cell"):
-        if "tag_raises-exception" in cell.get("class", []):
-            continue
         text = cell.get_text()
         assert "Traceback (most recent call last)" not in text, f"{page}: {text[:500]}"
+        if "tag_raises-exception" in cell.get("class", []):
+            # A cell that fails on purpose shows the message, a few lines at most.
+            shown = [line for output in cell.select(".cell_output")
+                     for line in output.get_text().splitlines() if line.strip()]
+            assert 1 <= len(shown) <= 12, f"{page}: a failing cell shows {len(shown)} lines"
+            continue
         assert not cell.select(".output.traceback, .output.error"), f"{page}: error output"
         stderr = cell.select(".output.stderr")
         assert not stderr, f"{page} prints to stderr: {stderr[0].get_text()[:300]}"
@@ -161,6 +166,68 @@ def test_chapter_page_weight(built_book: Path, page: str) -> None:
     for path in images:
         with Image.open(path) as image:
             assert image.width <= MAX_IMAGE_PIXELS_WIDE, f"{path.name} is {image.width} px wide"
+
+
+#: A chapter a programmer new to transformers can read in one sitting.
+MAX_VISIBLE_CODE_LINES = 300
+MAX_PROSE_WORDS = 4000
+WORD = re.compile(r"[A-Za-z0-9][\w'’-]*")
+
+
+def reading_load(page: str) -> tuple[int, int, list[str]]:
+    """(visible code lines, prose words, visible code lines calling ``glue(``) of a page.
+
+    Visible code is every non-blank line of a cell's input that is shown open: inputs of
+    ``remove-input`` cells are not in the page, and ``hide-input`` ones are folded away.
+    Prose is the article's text outside cells, code blocks and mathematics.
+    """
+    article = soup(page).select_one("main article")
+    code, glue_lines = 0, []
+    for cell in article.select("div.cell"):
+        source = cell.select_one("div.cell_input")
+        if source is None or "tag_hide-input" in cell.get("class", []):
+            continue
+        lines = [line for line in source.get_text().splitlines() if line.strip()]
+        code += len(lines)
+        glue_lines += [line.strip() for line in lines if "glue(" in line]
+    for element in article.select("div.cell, div.highlight, pre, .math"):
+        element.decompose()
+    return code, len(WORD.findall(article.get_text(" "))), glue_lines
+
+
+@pytest.mark.parametrize("page", chapter_pages())
+def test_chapter_fits_one_sitting(built_book: Path, page: str) -> None:
+    code, words, glue_lines = reading_load(page)
+    assert code <= MAX_VISIBLE_CODE_LINES, f"{page}: {code} visible code lines"
+    assert words <= MAX_PROSE_WORDS, f"{page}: {words} words of prose"
+    assert not glue_lines, f"{page} shows its glue calls: {glue_lines[:3]}"
+
+
+def test_reading_load_counts_what_a_reader_sees(built_book: Path) -> None:
+    """The measure is not vacuous: chapters have visible code and prose, and a page's hidden
+    inputs are not counted."""
+    for page in chapter_pages():
+        code, words, _ = reading_load(page)
+        assert code > 20 and words > 1000, f"{page}: {code} code lines, {words} words"
+    page = chapter_pages()[0]
+    html = soup(page)
+    hidden = sum(len(cell.select_one("div.cell_input").get_text().splitlines())
+                 for cell in html.select("div.cell.tag_hide-input")
+                 if cell.select_one("div.cell_input"))
+    shown = sum(len(cell.select_one("div.cell_input").get_text().splitlines())
+                for cell in html.select("div.cell") if cell.select_one("div.cell_input"))
+    assert reading_load(page)[0] <= shown - hidden
+
+
+def test_no_build_machine_path_in_the_site(built_book: Path) -> None:
+    """Pages and downloadable notebooks never print where the book was built."""
+    offenders = []
+    for path in [*HTML.rglob("*.html"), *HTML.rglob("*.ipynb")]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for leak in (str(ROOT), "/tmp/ipykernel_", "site-packages/"):
+            if leak in text:
+                offenders.append(f"{path.relative_to(HTML)}: {leak}")
+    assert not offenders, offenders[:10]
 
 
 def test_glued_values_on_the_notation_page(built_book: Path) -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -12,6 +17,12 @@ pytestmark = pytest.mark.browser
 
 PAGES = toc_pages()
 MATH_PAGES = ["book/notation"]
+
+
+#: axe-core's default rules, plus one it ships switched off: a control whose accessible name
+#: does not contain its visible label (WCAG 2.5.3, "Label in Name").
+AXE_OPTIONS = {"resultTypes": ["violations"],
+               "rules": {"label-content-name-mismatch": {"enabled": True}}}
 
 
 @pytest.fixture
@@ -87,9 +98,13 @@ def test_no_serious_accessibility_violations(site_url: str, page, name: str) -> 
     from axe_playwright_python.sync_playwright import Axe
 
     open_page(page, f"{site_url}/{name}.html")
-    results = Axe().run(page)
+    results = Axe().run(page, options=AXE_OPTIONS)
+    ran = {rule["id"] for group in ("violations", "passes", "incomplete", "inapplicable")
+           for rule in results.response[group]}
+    assert "label-content-name-mismatch" in ran, "axe did not run label-content-name-mismatch"
     serious = [
-        f"{v['id']} ({v['impact']}): {v['help']} -- {v['nodes'][0]['html'][:200]}"
+        f"{v['id']} ({v['impact']}, {len(v['nodes'])} nodes): {v['help']} -- "
+        f"{v['nodes'][0]['html'][:200]}"
         for v in results.response["violations"] if v["impact"] in ("serious", "critical")
     ]
     assert not serious, f"{name}: " + "\n".join(serious)
@@ -114,3 +129,82 @@ def test_screenshot_in_light_and_dark_mode(browser, site_url: str, built_book: P
         assert target.stat().st_size > 10_000
     finally:
         context.close()
+
+
+#: What a reader can type a search into: the theme's search buttons and any search input.
+SEARCH_FIELDS = "input[type=search], .search-button-field"
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_one_search_field_in_view(page, site_url: str, built_book: Path, name: str) -> None:
+    """A reader at 1280x900 sees one search field, in the sidebar, and no header bar above."""
+    open_page(page, f"{site_url}/{name}.html")
+    target = built_book.parent / "screenshots" / f"{Path(name).name}-1280x900.png"
+    target.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(target))
+    visible = page.eval_on_selector_all(SEARCH_FIELDS, """fields => fields.filter(field => {
+        const box = field.getBoundingClientRect(), style = getComputedStyle(field);
+        return box.width > 0 && box.height > 0 && style.visibility !== "hidden"
+            && box.bottom > 0 && box.top < innerHeight && box.right > 0 && box.left < innerWidth;
+    }).map(field => field.closest("[id]").id + " " + field.className)""")
+    assert len(visible) == 1, f"{name}: {len(visible)} search fields in view: {visible}"
+    assert visible[0].startswith("pst-primary-sidebar"), f"{name}: the search is not in the " \
+        f"sidebar: {visible}"
+    header = page.locator("#pst-header").bounding_box()
+    assert header is None or header["height"] == 0, f"{name}: a header bar above the page " \
+        f"({header}); see {target}"
+
+
+class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site and notes every request, the ones Chromium makes for itself too."""
+
+    log: list[tuple[str, int]]
+
+    def log_request(self, code: object = "-", size: object = "-") -> None:
+        self.log.append((self.path, int(code)))
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="module")
+def recorded_site(built_book: Path) -> Iterator[tuple[str, list[tuple[str, int]]]]:
+    """The built site on its own server that records what was asked for and the answer.
+
+    Playwright reports no favicon request (the browser makes it, not the page), so a 404
+    for the favicon only shows on the server's side.
+    """
+    log: list[tuple[str, int]] = []
+    handler = type("Handler", (_RecordingHandler,), {"log": log})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(built_book)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", log
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_favicon_is_served_and_nothing_is_missing(page, recorded_site, name: str) -> None:
+    url, log = recorded_site
+    log.clear()
+    open_page(page, f"{url}/{name}.html")
+    declared = page.eval_on_selector_all("link[rel~=icon]", "links => links.map(l => l.href)")
+    assert declared, f"{name} declares no favicon"
+    deadline = time.monotonic() + 10
+    while not any("favicon" in path for path, _ in log) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    favicons = [(path, code) for path, code in log if "favicon" in path]
+    assert favicons, f"{name}: Chromium asked for no favicon"
+    missing = [(path, code) for path, code in log if code >= 400]
+    assert not missing, f"{name}: requests the site could not answer: {missing}"
+
+
+def test_favicon_at_the_site_root(recorded_site) -> None:
+    """/favicon.ico answers too, for what asks there without reading a page."""
+    from urllib.request import urlopen
+
+    url, _ = recorded_site
+    with urlopen(f"{url}/favicon.ico") as response:
+        assert response.status == 200
+        assert response.read(4) == b"\x00\x00\x01\x00", "not an ICO file"

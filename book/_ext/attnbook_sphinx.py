@@ -97,6 +97,16 @@ def drive_buttons_from_repository(app: Sphinx, config: Config) -> None:
     launch["colab_url"] = ""
 
 
+def keep_one_search_field(app: Sphinx, config: Config) -> None:
+    """No header bar above the page: search stays in the sidebar, as on a Jupyter Book 1 page.
+
+    sphinx-book-theme 1.3.0 empties pydata-sphinx-theme's header, but pydata-sphinx-theme
+    0.17.1 (the version it pins) puts a search field back into it unless the book's own
+    options name ``navbar_persistent``, so every page showed a bar with a second search field.
+    """
+    config.html_theme_options.setdefault("navbar_persistent", [])
+
+
 def mathjax_source() -> Path:
     """The folder of MathJax 3's browser build inside the installed wheel."""
     spec = importlib.util.find_spec("mathjax")
@@ -167,6 +177,20 @@ def fix_citation_list_role(app: Sphinx, pagename: str, templatename: str,
                                        '<div class="citation-list">')
 
 
+def name_cell_toggles_by_their_text(app: Sphinx, pagename: str, templatename: str,
+                                    context: dict, doctree: object) -> None:
+    """Let "Show code cell source" name the toggle of a hidden cell.
+
+    myst-nb labels each toggle's ``<summary>`` "Toggle hidden content" while it shows "Show
+    code cell source", so a speech-input user cannot say what they see (axe-core:
+    label-content-name-mismatch, WCAG 2.5.3). Without the label the visible text names it.
+    """
+    body = context.get("body")
+    if body:
+        context["body"] = body.replace('<summary aria-label="Toggle hidden content">',
+                                       "<summary>")
+
+
 def forget_failed_build(app: Sphinx, exception: Exception | None) -> None:
     """After a failed or warning build, make the next build read every page again.
 
@@ -189,9 +213,11 @@ def setup(app: Sphinx) -> dict[str, object]:
     # Run before myst-nb reads anything (config-inited precedes loading the environment).
     app.connect("config-inited", invalidate_stale_cache, priority=100)
     app.connect("config-inited", drive_buttons_from_repository)
+    app.connect("config-inited", keep_one_search_field)
     # Before the theme builds its download menu (priority 501).
     app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("html-page-context", fix_citation_list_role)
+    app.connect("html-page-context", name_cell_toggles_by_their_text)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", forget_failed_build)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
