@@ -314,7 +314,21 @@ def test_fingerprint_follows_the_package(tmp_path: Path) -> None:
     second = attnbook_sphinx.fingerprint(tmp_path)
     assert second != first
     (tmp_path / "requirements.txt").write_text("torch==2.13.1\n")
-    assert attnbook_sphinx.fingerprint(tmp_path) not in (first, second)
+    third = attnbook_sphinx.fingerprint(tmp_path)
+    assert third not in (first, second)
+    # An asset the package ships into the page re-executes the chapters too; bytecode does not.
+    assets = tmp_path / "code" / "attnbook" / "playground_assets"
+    assets.mkdir()
+    (assets / "dot.js").write_text("let x = 1;\n")
+    fourth = attnbook_sphinx.fingerprint(tmp_path)
+    assert fourth != third
+    (assets / "dot.css").write_text(".x {}\n")
+    assert attnbook_sphinx.fingerprint(tmp_path) != fourth
+    fifth = attnbook_sphinx.fingerprint(tmp_path)
+    bytecode = tmp_path / "code" / "attnbook" / "__pycache__"
+    bytecode.mkdir()
+    (bytecode / "attention.cpython-311.pyc").write_bytes(b"\0")
+    assert attnbook_sphinx.fingerprint(tmp_path) == fifth
 
 
 def test_changed_package_clears_the_execution_cache(tmp_path: Path) -> None:

@@ -28,7 +28,10 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 #: Files whose content decides whether cached chapter outputs are still valid.
-FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "requirements.txt", "pyproject.toml")
+#: What the chapters' outputs depend on besides their own cells: the package's code and the
+#: assets it ships into the page (the playgrounds' and explorer's scripts and styles).
+FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "code/attnbook/**/*.js", "code/attnbook/**/*.css",
+                     "code/attnbook/**/*.html", "requirements.txt", "pyproject.toml")
 FINGERPRINT_FILE = ".attnbook-fingerprint"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 #: What every chapter's kernel inherits (unless the caller set it): offline, and OpenMP threads
