@@ -7,15 +7,25 @@ the overview of all heads. Waits are Playwright's auto-waiting ``expect``, never
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from playwright.sync_api import expect
 
-from attnbook.explorer import AttentionExplorer, explore, weight_colour
+from attnbook.explorer import (
+    AttentionExplorer,
+    explore,
+    explore_sentences,
+    value_contributions,
+    value_vectors,
+    weight_colour,
+)
 
 #: Generous: the machine is small and shared.
 TIMEOUT = 20_000
@@ -143,6 +153,41 @@ def test_save_writes_a_standalone_document(tmp_path):
     assert "<title>A &lt;b&gt;title&lt;/b&gt;</title>" in text
     assert text.count('<div class="attnbook-explorer"') == 1
     assert "//" not in text and "<link" not in text
+
+
+def test_print_fallback_is_a_png_of_the_opening_map():
+    """Jupyter gets the widget and a still picture; the HTML book picks the widget, the
+    LaTeX (PDF) builder the picture."""
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+    from IPython.core.formatters import DisplayFormatter
+    from myst_nb.core.render import base_render_priority
+
+    explorer = explore(WEIGHTS, TOKENS, title="Print me")
+    open_figures = plt.get_fignums()
+    bundle, _ = DisplayFormatter().format(explorer)
+    assert plt.get_fignums() == open_figures  # no stray pyplot figure after display
+    assert {"text/html", "image/png", "text/plain"} <= set(bundle)
+    assert bundle["text/html"].startswith('<div class="attnbook-explorer"')
+    png = explorer.to_png()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    pixels = matplotlib.image.imread(io.BytesIO(png))
+    assert pixels.shape[0] > 300 and pixels.shape[1] > 300
+    assert explorer.to_png(1, 2) != png  # another head is another picture
+    priority = base_render_priority()
+
+    def chosen(builder: str) -> str:
+        ranks = priority[builder]
+        return min((m for m in bundle if ranks.get(m) is not None), key=ranks.__getitem__)
+
+    assert chosen("html") == "text/html"
+    assert chosen("latex") == "image/png"
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 2\), got 2"):
+        explorer.to_png(layer=2)
+    with pytest.raises(ValueError, match=r"head must be in \[0, 3\), got -1"):
+        explorer.to_png(head=-1)
+    with pytest.raises(TypeError, match="head must be an int, got float"):
+        explorer.to_png(head=1.0)
 
 
 def test_the_package_exposes_the_module():
@@ -564,3 +609,273 @@ def test_escape_clears_the_bars_from_a_row_label(page):
     expect(bars).to_be_visible(timeout=TIMEOUT)
     label.press("Escape")
     expect(bars).to_be_hidden(timeout=TIMEOUT)
+
+
+# ------------------------------------------------------------ several sentences, contributions
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots" / "explorer"
+BUDGET = 150_000  # bytes: the explorer with its sentences, as shipped in the page
+IT_TIRED = "The animal didn't cross the street because it was too tired"
+SENTENCES = {
+    '"it" is the animal': IT_TIRED,
+    '"it" is the street (control)': IT_TIRED.replace("tired", "wide"),
+    'river "bank"': "I sat on the river bank.",
+    'money "bank"': "I deposited cash at the bank.",
+}
+
+
+@pytest.fixture(scope="module")
+def sentences_explorer():
+    return explore_sentences(SENTENCES, title="all-MiniLM-L6-v2")
+
+
+def shipped_bytes(text: str | None) -> np.ndarray:
+    """A base64url byte string of the fragment, decoded back to numbers in [0, 1]."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return np.frombuffer(raw, dtype=np.uint8) / 255
+
+
+def test_value_vectors_reproduce_the_models_per_head_context():
+    """sum_j A_ij v_j equals the model's own attention output before W_o, in every layer."""
+    from attnbook.pretrained import _encode, load_model
+
+    loaded = load_model()
+    values, weights, tokens = value_vectors(IT_TIRED, loaded)
+    layers, heads, n, d_head = values.shape
+    assert (layers, heads) == (loaded.num_layers, loaded.num_heads)
+    assert heads * d_head == loaded.width and len(tokens) == n
+    captured = []
+    hooks = [layer.attention.self.register_forward_hook(
+        lambda module, args, output: captured.append(output[0][0].detach()))
+        for layer in loaded.model.encoder.layer]
+    try:
+        encoding, _ = _encode(IT_TIRED, loaded)
+        with torch.no_grad():
+            loaded.model(**encoding, output_attentions=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(captured) == layers
+    for layer in range(layers):
+        context = (weights[layer] @ values[layer]).transpose(0, 1).flatten(1)  # (n, d_model)
+        torch.testing.assert_close(context, captured[layer].float(), atol=1e-5, rtol=1e-4)
+    # Through W_o, the contributions add up to the layer's attention output minus its bias.
+    _, norms, _ = value_contributions(IT_TIRED, loaded)
+    dense = loaded.model.encoder.layer[2].attention.output.dense
+    w_o = dense.weight.T.unflatten(0, (heads, d_head))  # (heads, d_head, d_model)
+    terms = weights[2][..., None] * (values[2] @ w_o)[:, None]  # (heads, n, n, d_model)
+    with torch.no_grad():
+        torch.testing.assert_close(terms.sum(dim=(0, 2)) + dense.bias, dense(captured[2]),
+                                   atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(norms[2], terms.norm(dim=-1))
+
+
+def test_contributions_differ_from_weights_on_cls(sentences_explorer):
+    """The point of the second view: [CLS] gets weight but delivers little."""
+    shares = sentences_explorer.contributions
+    assert shares.shape == sentences_explorer.weights.shape
+    np.testing.assert_allclose(shares.sum(axis=-1), 1.0, atol=1e-9)
+    weight_on_cls = sentences_explorer.weights[..., 0].mean()
+    contribution_on_cls = shares[..., 0].mean()
+    assert contribution_on_cls < 0.5 * weight_on_cls
+
+
+def test_several_sentences_fit_the_budget(sentences_explorer, record_property):
+    fragment = sentences_explorer.to_html()
+    size = len(fragment.encode("utf-8"))
+    record_property("fragment_kB", round(size / 1000, 1))
+    assert size <= BUDGET, f"{size / 1000:.1f} kB"
+    assert "//" not in fragment and "http" not in fragment
+    assert re.search(r"<[^>]*\s(src|href|srcset|action|data)\s*=", fragment) is None
+    data = script_data(fragment)
+    sets = [data, *data["more"]]
+    assert [s["label"] for s in sets] == list(SENTENCES)
+    explorers = [sentences_explorer, *sentences_explorer.others]
+    for entry, explorer in zip(sets, explorers, strict=True):
+        assert entry["tokens"] == explorer.tokens
+        for key, which in (("w", "weights"), ("c", "contributions")):
+            np.testing.assert_allclose(shipped_bytes(entry[key]),
+                                       explorer.shipped(which).ravel(), atol=1e-12)
+            np.testing.assert_allclose(explorer.shipped(which), getattr(explorer, which),
+                                       atol=0.5 / 255 + 1e-12)
+    tokens = [e.tokens for e in explorers]
+    assert "it" in tokens[0] and "tired" in tokens[0] and "wide" in tokens[1]
+    assert "bank" in tokens[2] and "river" in tokens[2] and "cash" in tokens[3]
+
+
+def test_single_sentence_data_is_unchanged_without_contributions():
+    """Backwards compatible: one sentence, no contributions, 4 decimals as integers."""
+    data = script_data(explore(WEIGHTS, TOKENS).to_html())
+    assert data["scale"] == 10_000 and data["digits"] == 4
+    assert data["more"] == [] and data["c"] is None
+    assert all(isinstance(v, int) for v in data["w"])
+
+
+@pytest.mark.parametrize(("make", "error", "fragment"), [
+    pytest.param(lambda: explore_sentences(["a b"]), TypeError,
+                 "sentences must be a mapping of label to text, got list", id="list"),
+    pytest.param(lambda: explore_sentences({}), ValueError,
+                 "sentences must hold at least one sentence", id="empty"),
+    pytest.param(lambda: explore_sentences({"x": 3}), TypeError,
+                 "sentences must map strings to strings, got str -> int", id="int-text"),
+    pytest.param(lambda: AttentionExplorer(WEIGHTS, TOKENS, contributions=torch.ones(2, 3, 5, 4)),
+                 ValueError, "contributions must have the shape of the weights", id="shape"),
+    pytest.param(lambda: AttentionExplorer(WEIGHTS, TOKENS, contributions=-WEIGHTS),
+                 ValueError, "contributions must be finite and non-negative", id="negative"),
+    pytest.param(lambda: AttentionExplorer(WEIGHTS, TOKENS, label=3), TypeError,
+                 "label must be a string or None, got int", id="label"),
+])
+def test_bad_sentences_or_contributions_are_refused(make, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        make()
+
+
+def test_print_fallback_shows_both_views(sentences_explorer):
+    import matplotlib.image
+
+    png = sentences_explorer.to_png()
+    pixels = matplotlib.image.imread(io.BytesIO(png))
+    one_view = matplotlib.image.imread(io.BytesIO(explore(WEIGHTS, TOKENS).to_png()))
+    assert pixels.shape[1] > 1.5 * one_view.shape[1]  # two maps side by side
+
+
+def hostile_pair() -> AttentionExplorer:
+    tokens = ["a", MALICIOUS, CLOSER, "x & y", "<!--"]
+    first = AttentionExplorer(WEIGHTS, TOKENS, contributions=WEIGHTS.flip(-1), label="plain")
+    second = AttentionExplorer(softmax_weights(2, 3, 5, 5, seed=3), tokens,
+                               contributions=WEIGHTS, label=MALICIOUS)
+    first.others = [second]
+    return first
+
+
+def fmt3(value: float) -> str:
+    return f"{float(value):.3f}"
+
+
+@pytest.mark.browser
+def test_switching_sentence_and_view_reads_back_the_shipped_numbers(page, sentences_explorer):
+    fragment = sentences_explorer.to_html()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    sentence = root.get_by_label("Sentence", exact=True)
+    view = root.get_by_label("Show", exact=True)
+    expect(sentence).to_be_visible(timeout=TIMEOUT)
+    expect(sentence.locator("option")).to_have_text(list(SENTENCES), timeout=TIMEOUT)
+    for index, explorer in enumerate([sentences_explorer, *sentences_explorer.others]):
+        sentence.select_option(str(index))
+        expect(root.locator(".attnx-qbtn")).to_have_text(explorer.tokens, timeout=TIMEOUT)
+        for which, code in (("weights", "w"), ("contributions", "c")):
+            view.select_option(code)
+            root.get_by_label("Layer", exact=True).select_option("4")
+            root.get_by_label("Head", exact=True).select_option("7")
+            i, j = len(explorer.tokens) - 3, 0
+            cell(root, i, j).hover()
+            expected = explorer.shipped(which)[4, 7, i, j]
+            expect(root.locator(".attnx-r-w")).to_have_text(fmt3(expected), timeout=TIMEOUT)
+            expect(root.locator(".attnx-r-what")).to_have_text(which[:-1], timeout=TIMEOUT)
+            assert abs(float(root.locator(".attnx-r-w").text_content())
+                       - getattr(explorer, which)[4, 7, i, j]) <= 0.5 / 255 + 0.0005
+            root.locator(".attnx-qbtn").nth(i).click()
+            expect(root.locator(".attnx-bar-val")).to_have_text(
+                [fmt3(v) for v in explorer.shipped(which)[4, 7, i]], timeout=TIMEOUT)
+    assert page.seen["requests"] == []
+
+
+@pytest.mark.browser
+def test_sentence_and_view_menus_work_from_the_keyboard(page, sentences_explorer):
+    fragment = sentences_explorer.to_html()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    page.keyboard.press("Tab")
+    expect(root.get_by_label("Sentence", exact=True)).to_be_focused(timeout=TIMEOUT)
+    page.keyboard.press("ArrowDown")
+    expect(root.get_by_label("Sentence", exact=True)).to_have_value("1", timeout=TIMEOUT)
+    expect(root.locator(".attnx-qbtn").nth(13)).to_have_text("wide", timeout=TIMEOUT)
+    page.keyboard.press("Tab")
+    expect(root.get_by_label("Show", exact=True)).to_be_focused(timeout=TIMEOUT)
+    page.keyboard.press("ArrowDown")
+    expect(root.get_by_label("Show", exact=True)).to_have_value("c", timeout=TIMEOUT)
+    expect(root.locator(".attnx-cbar-name")).to_have_text("contribution", timeout=TIMEOUT)
+    other = sentences_explorer.others[0]
+    cell(root, 0, 0).focus()
+    page.keyboard.press("ArrowRight")
+    expect(root.locator(".attnx-r-w")).to_have_text(
+        fmt3(other.shipped("contributions")[0, 0, 0, 1]), timeout=TIMEOUT)
+
+
+@pytest.mark.browser
+def test_hostile_tokens_and_labels_in_another_sentence_stay_text(page):
+    explorer = hostile_pair()
+    fragment = explorer.to_html()
+    assert "<img" not in fragment and fragment.count("<script") == 1
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    sentence = root.get_by_label("Sentence", exact=True)
+    expect(sentence.locator("option")).to_have_text(["plain", MALICIOUS], timeout=TIMEOUT)
+    sentence.select_option("1")
+    tokens = explorer.others[0].tokens
+    expect(root.locator(".attnx-qbtn")).to_have_text(tokens, timeout=TIMEOUT)
+    cell(root, 1, 2).hover()
+    expect(root.locator(".attnx-r-q")).to_have_text(MALICIOUS, timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-k")).to_have_text(CLOSER, timeout=TIMEOUT)
+    assert page.locator("img").count() == 0 and page.locator("script").count() == 1
+    assert page.seen["dialogs"] == [] and page.seen["requests"] == []
+
+
+@pytest.mark.browser
+def test_several_sentences_have_no_serious_accessibility_violation(page, sentences_explorer):
+    from axe_playwright_python.sync_playwright import Axe
+
+    fragment = sentences_explorer.to_html()
+    show(page, fragment)
+    root = page.locator(f"#{root_id(fragment)}")
+    root.get_by_label("Show", exact=True).select_option("c")
+    root.locator(".attnx-qbtn").nth(2).click()
+    results = Axe().run(page, options={
+        "resultTypes": ["violations"],
+        "rules": {"label-content-name-mismatch": {"enabled": True}}})
+    ran = {rule["id"] for group in ("violations", "passes", "incomplete", "inapplicable")
+           for rule in results.response[group]}
+    assert {"color-contrast", "label"} <= ran
+    serious = [f"{v['id']} ({v['impact']}): {v['help']} -- {v['nodes'][0]['html'][:200]}"
+               for v in results.response["violations"]
+               if v["impact"] in ("serious", "critical")]
+    assert not serious, "\n".join(serious)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_screenshots_of_several_sentences(browser, sentences_explorer, mode):
+    context = browser.new_context(viewport={"width": 1000, "height": 1000}, color_scheme=mode)
+    tab = context.new_page()
+    try:
+        fragment = sentences_explorer.to_html()
+        theme = ("<style>body{background:#121212;color:#e0e0e0}"
+                 "button,select{background:#2a2a2a;color:#eeeeee}</style>")
+        tab.set_content(document(fragment, **({"html_attrs": 'data-theme="dark"',
+                                               "head": theme} if mode == "dark" else {})))
+        root = tab.locator(f"#{root_id(fragment)}")
+        expect(root).to_have_attribute("data-attnx-ready", "1", timeout=TIMEOUT)
+        root.get_by_label("Show", exact=True).select_option("c")
+        root.locator(".attnx-qbtn").nth(10).click()
+        assert root.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(255, 255, 255)"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        target = SCREENSHOTS / f"explorer-{mode}.png"
+        root.screenshot(path=str(target))
+        assert target.stat().st_size > 10_000
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+def test_with_scripts_off_the_notice_shows(browser, sentences_explorer):
+    context = browser.new_context(java_script_enabled=False)
+    tab = context.new_page()
+    try:
+        fragment = sentences_explorer.to_html()
+        tab.set_content(document(fragment))
+        root = tab.locator(f"#{root_id(fragment)}")
+        expect(root.locator(".attnx-nojs")).to_be_visible(timeout=TIMEOUT)
+        expect(root.locator(".attnx-ctl-sentence")).to_be_hidden(timeout=TIMEOUT)
+    finally:
+        context.close()

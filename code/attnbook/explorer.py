@@ -5,6 +5,11 @@
 nothing fetched from anywhere, so it works in the static book page, offline, in Jupyter and in
 a plain HTML file (:meth:`AttentionExplorer.save` writes a standalone document).
 
+For print, the explorer also offers a still picture through ``_repr_png_``
+(:meth:`AttentionExplorer.to_png`): the map the widget opens on, with a note that the online
+edition is interactive. A notebook output then carries both; the HTML book shows the widget
+and the PDF edition (Sphinx's LaTeX builder, which cannot show HTML) shows the picture.
+
 The reader picks a layer and a head, or clicks one of the small maps of every head of the
 layer; reads the query token, the key token and the exact weight of a cell by hovering over
 it or by moving the keyboard focus with the arrow keys; and selects a query token (a click on
@@ -26,24 +31,31 @@ Design notes:
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import itertools
 import json
 import math
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
 import torch
 
-from attnbook.plots import HEATMAP_CMAP, OKABE_ITO
+from attnbook.plots import HEATMAP_CMAP, OKABE_ITO, _draw_heatmap, book_style
 
-__all__ = ["AttentionExplorer", "explore", "weight_colour"]
+__all__ = ["AttentionExplorer", "explore", "explore_sentences", "value_contributions",
+           "value_vectors", "weight_colour"]
 
 #: The weights travel as integers in units of 1 / SCALE (4 decimals).
 SCALE = 10_000
+#: Several sentences travel compactly: one byte per number, in units of 1 / BYTE_SCALE.
+BYTE_SCALE = 255
+#: The byte alphabet (base64url, so nothing in it needs escaping inside a script).
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 _COUNTER = itertools.count(1)
 
@@ -120,6 +132,84 @@ def _labels(name: str, values: Iterable[object] | None, size: int, what: str,
     return labels
 
 
+def _shares(contributions: object, shape: tuple[int, ...]) -> np.ndarray:
+    """Non-negative ``contributions`` of ``shape``, each row scaled to add up to 1."""
+    array = _as_array(contributions)
+    if array.shape != shape:
+        raise ValueError(f"contributions must have the shape of the weights, {shape}, "
+                         f"got {array.shape}")
+    if not np.isfinite(array).all() or (array < 0).any():
+        raise ValueError("contributions must be finite and non-negative (lengths of vectors)")
+    totals = array.sum(axis=-1, keepdims=True)
+    return np.divide(array, totals, out=np.zeros_like(array), where=totals > 0)
+
+
+def _to_bytes(array: np.ndarray, name: str) -> str:
+    """Numbers in ``[0, 1]`` as one byte each (units of 1/255), base64url without padding."""
+    if array.min() < 0 or array.max() > 1:
+        raise ValueError(f"{name} must lie in [0, 1] to travel as bytes, got values in "
+                         f"[{array.min():g}, {array.max():g}]")
+    raw = np.rint(array * BYTE_SCALE).astype(np.uint8).ravel().tobytes()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _bert_layers(loaded: object) -> list:
+    encoder = getattr(loaded.model, "encoder", None)
+    if encoder is None or not hasattr(encoder, "layer"):
+        raise ValueError(f"value vectors need a BERT-style encoder (such as 'minilm'), "
+                         f"got model {loaded.name!r}")
+    return list(encoder.layer)
+
+
+@torch.no_grad()
+def value_vectors(text: str, model: object = None) -> tuple[torch.Tensor, torch.Tensor,
+                                                             list[str]]:
+    """The value vector ``v_j`` of every token in every head of a pretrained model.
+
+    ``v_j = x_j W_v + b_v``, cut into heads, where ``x_j`` is what enters the layer for
+    token ``j``. Returns ``(values, weights, tokens)``: ``values`` of shape
+    ``(layers, heads, n, d_head)``, the attention ``weights`` ``(layers, heads, n, n)`` of the
+    same run, and the ``n`` tokens. Each head's output before ``W_o`` is
+    ``weights[l, h] @ values[l, h]``.
+    """
+    from attnbook.pretrained import _encode, _resolve
+
+    loaded = _resolve(model)
+    layers = _bert_layers(loaded)
+    encoding, tokens = _encode(text, loaded)
+    outputs = loaded.model(**encoding, output_hidden_states=True, output_attentions=True)
+    heads = loaded.num_heads
+    values = torch.stack([
+        layer.attention.self.value(outputs.hidden_states[index][0])  # (n, d_model)
+        .unflatten(-1, (heads, -1)).transpose(0, 1)  # (heads, n, d_head)
+        for index, layer in enumerate(layers)])
+    weights = torch.stack([a[0] for a in outputs.attentions])  # (layers, heads, n, n)
+    return values.float(), weights.float(), tokens
+
+
+@torch.no_grad()
+def value_contributions(text: str, model: object = None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                   list[str]]:
+    """How far each key moves each query's output: ``||A_ij f(x_j)||`` (Kobayashi et al.).
+
+    ``f(x_j) = v_j W_o^(h)`` is head ``h``'s value vector carried through its slice of the
+    output projection, so the layer's attention output is the sum of ``A_ij f(x_j)`` over
+    heads and keys, plus the output bias. Returns ``(weights, norms, tokens)``, both
+    ``(layers, heads, n, n)``.
+    """
+    from attnbook.pretrained import _resolve
+
+    loaded = _resolve(model)
+    values, weights, tokens = value_vectors(text, loaded)
+    norms = []
+    for index, layer in enumerate(_bert_layers(loaded)):
+        heads, _, d_head = values[index].shape
+        w_o = layer.attention.output.dense.weight.T.unflatten(0, (heads, d_head))
+        f = values[index] @ w_o.float()  # (heads, n, d_model)
+        norms.append((weights[index][..., None] * f[:, None]).norm(dim=-1))  # (heads, n, n)
+    return weights, torch.stack(norms), tokens
+
+
 class AttentionExplorer:
     """An interactive view of attention weights; displays itself in Jupyter and the book.
 
@@ -135,7 +225,9 @@ class AttentionExplorer:
                  *, key_tokens: Iterable[object] | None = None,
                  layer_names: Iterable[object] | None = None,
                  head_names: Iterable[object] | None = None, title: str | None = None,
-                 vmin: float | None = None, vmax: float | None = None) -> None:
+                 vmin: float | None = None, vmax: float | None = None,
+                 contributions: torch.Tensor | np.ndarray | None = None,
+                 label: str | None = None) -> None:
         array = _as_array(weights)
         n_layers, n_heads, n_rows, n_cols = array.shape
         if key_tokens is None and n_rows != n_cols:
@@ -176,6 +268,13 @@ class AttentionExplorer:
         self._quanta = quanta.astype(np.int64)
         self.title = title
         self.vmin, self.vmax = low, high
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"label must be a string or None, got {type(label).__name__}")
+        self.label = label
+        self.contributions = None if contributions is None else _shares(contributions,
+                                                                        array.shape)
+        #: Further sentences shown from the same widget (see :func:`explore_sentences`).
+        self.others: list[AttentionExplorer] = []
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -187,19 +286,52 @@ class AttentionExplorer:
         return (f"AttentionExplorer({layers} layer(s) x {heads} head(s), {rows} queries x "
                 f"{cols} keys{f', title={self.title!r}' if self.title else ''})")
 
+    @property
+    def compact(self) -> bool:
+        """True when the numbers travel as bytes (several sentences or contributions)."""
+        return bool(self.others) or self.contributions is not None
+
+    def _sentence_data(self, compact: bool) -> dict:
+        rows, cols = self.shape[2:]
+        data = {"label": self.label, "rows": rows, "cols": cols, "tokens": self.tokens,
+                "keys": None if self._shared_keys else self.key_tokens}
+        if compact:
+            data["w"] = _to_bytes(self.weights, "weights")
+            data["c"] = (None if self.contributions is None else
+                         _to_bytes(self.contributions, "contributions"))
+        else:  # flat integers, in (layers, heads, L, S) order
+            data["w"], data["c"] = self._quanta.ravel().tolist(), None
+        return data
+
+    def shipped(self, which: str = "weights") -> np.ndarray:
+        """The numbers as the widget has them: ``weights`` or ``contributions`` (shares),
+        rounded to the precision they travel with (``1 / 10000``, or ``1 / 255`` when
+        :attr:`compact`). The browser tests compare the page with these."""
+        array = self.weights if which == "weights" else self.contributions
+        if array is None:
+            raise ValueError(f"which must be 'weights' or 'contributions' (with contributions "
+                             f"given), got {which!r}")
+        scale = BYTE_SCALE if self.compact else SCALE
+        return np.rint(array * scale) / scale
+
     def _data_json(self, uid: str) -> str:
-        layers, heads, rows, cols = self.shape
+        layers, heads = self.shape[:2]
+        compact = self.compact
+        for other in self.others:
+            if other.shape[:2] != (layers, heads):
+                raise ValueError(f"every sentence needs {layers} layers of {heads} heads, "
+                                 f"got {other.shape[:2]} for {other.label!r}")
         data = {
             "id": uid,
-            "layers": layers, "heads": heads, "rows": rows, "cols": cols,
-            "scale": SCALE, "vmin": self.vmin, "vmax": self.vmax,
+            "layers": layers, "heads": heads,
+            "scale": BYTE_SCALE if compact else SCALE, "digits": 3 if compact else 4,
+            "vmin": self.vmin, "vmax": self.vmax,
             "title": self.title,
-            "tokens": self.tokens,
-            "keys": None if self._shared_keys else self.key_tokens,
             "layerNames": self.layer_names, "headNames": self.head_names,
             "bar": OKABE_ITO[0],
             "lut": _LUT,
-            "w": self._quanta.ravel().tolist(),  # flat, in (layers, heads, L, S) order
+            **self._sentence_data(compact),
+            "more": [other._sentence_data(compact) for other in self.others],
         }
         text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         # Nothing inside the script may close it, open a comment or spell a URL.
@@ -215,6 +347,60 @@ class AttentionExplorer:
 
     def _repr_html_(self) -> str:
         return self.to_html()
+
+    def to_png(self, layer: int = 0, head: int = 0) -> bytes:
+        """One map as a PNG image, for print: by default the one the widget opens on.
+
+        The picture is the heat map of ``layer`` and ``head`` on the widget's colour scale,
+        under the explorer's title, with a note that the online edition lets the reader pick
+        any map. Drawn on a figure of its own (not through pyplot), so displaying an explorer
+        in Jupyter adds no stray figure.
+        """
+        layers, heads, rows, cols = self.shape
+        for name, value, size in (("layer", layer, layers), ("head", head, heads)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if not 0 <= value < size:
+                raise ValueError(f"{name} must be in [0, {size}), got {value}")
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        n_maps = layers * heads
+        which = f"{self.layer_names[layer]}, {self.head_names[head]}"
+        n_sentences = 1 + len(self.others)
+        more = (f" of {n_sentences} sentences" if n_sentences > 1 else "") + (
+            ", as weights or as contributions" if self.contributions is not None else "")
+        note = (f"Print edition: a still picture of one map ({which}). Online, this is an "
+                f"interactive explorer of all {n_maps} map{'s' * (n_maps != 1)}{more}."
+                if n_maps > 1 or more else
+                "Print edition: a still picture. Online, this is an interactive explorer.")
+        panels = [(self.weights, "weights")]
+        if self.contributions is not None:
+            panels.append((self.contributions, "contributions (row shares)"))
+        with mpl.rc_context(book_style()):
+            figure = Figure(figsize=(min((2.4 + 0.42 * cols) * len(panels), 14.0),
+                                     min(2.2 + 0.36 * rows, 9.0)))
+            FigureCanvasAgg(figure)
+            top = f"{self.title}: {which}" if self.title else which
+            if self.label:
+                top = f"{self.label}. {top}"
+            for index, (array, name) in enumerate(panels, start=1):
+                ax = figure.add_subplot(1, len(panels), index)
+                _draw_heatmap(ax, array[layer, head], self.tokens, self.key_tokens,
+                              annotate=False, fmt=".2f",
+                              title=name if len(panels) > 1 else top,
+                              vmin=self.vmin, vmax=self.vmax, colorbar=True)
+            if len(panels) > 1:
+                figure.suptitle(top, fontsize=11)
+            figure.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=9,
+                        style="italic", wrap=True)
+            figure.tight_layout(rect=(0, 0.05, 1, 1))
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", dpi=150)
+        return buffer.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.to_png()
 
     def save(self, path: str | Path) -> Path:
         """Write a standalone HTML document holding the explorer; returns the path."""
@@ -262,6 +448,51 @@ def explore(weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
                              head_names=head_names, title=title, vmin=vmin, vmax=vmax)
 
 
+def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
+                      title: str | None = None, contributions: bool = True
+                      ) -> AttentionExplorer:
+    """One explorer of several sentences, each run through a pretrained model now.
+
+    Args:
+        sentences: ``{label: text}``; the labels fill the widget's "Sentence" menu, in order.
+        model: a :class:`~attnbook.pretrained.PretrainedModel`, a model name or None (the
+            default model).
+        title: a title shown above the widget.
+        contributions: also ship ``||A_ij f(x_j)||`` (:func:`value_contributions`), each row
+            scaled to add up to 1, behind the widget's "Show" menu.
+
+    Returns:
+        An :class:`AttentionExplorer` of the first sentence whose ``others`` hold the rest.
+        Its numbers travel as bytes (``1/255`` steps) to keep the page small;
+        :meth:`AttentionExplorer.shipped` gives them as shipped.
+    """
+    if not isinstance(sentences, Mapping):
+        raise TypeError(f"sentences must be a mapping of label to text, got "
+                        f"{type(sentences).__name__}")
+    if not sentences:
+        raise ValueError("sentences must hold at least one sentence, got an empty mapping")
+    from attnbook.pretrained import _resolve, attention_maps
+
+    loaded = _resolve(model)
+    explorers = []
+    for label, text in sentences.items():
+        if not isinstance(label, str) or not isinstance(text, str):
+            raise TypeError(f"sentences must map strings to strings, got "
+                            f"{type(label).__name__} -> {type(text).__name__}")
+        if contributions:
+            weights, norms, tokens = value_contributions(text, loaded)
+        else:
+            (weights, tokens), norms = attention_maps(text, loaded), None
+        layers, heads = weights.shape[:2]
+        explorers.append(AttentionExplorer(
+            weights, tokens, layer_names=[f"layer {i}" for i in range(layers)],
+            head_names=[f"head {i}" for i in range(heads)], title=title,
+            contributions=norms, label=label))
+    first = explorers[0]
+    first.others = explorers[1:]
+    return first
+
+
 # The static part of the widget. It holds no data: the script fills it in with textContent.
 _SKELETON = """\
 <div class="attnbook-explorer" id="{uid}" role="region" aria-label="Attention explorer">
@@ -269,6 +500,11 @@ _SKELETON = """\
 <div class="attnx-title" hidden></div>
 <div class="attnx-nojs">This interactive attention explorer needs JavaScript.</div>
 <div class="attnx-controls">
+<span class="attnx-ctl attnx-ctl-sentence" hidden><label for="{uid}-sentence">Sentence</label>
+<select id="{uid}-sentence" class="attnx-sentence"></select></span>
+<span class="attnx-ctl attnx-ctl-view" hidden><label for="{uid}-view">Show</label>
+<select id="{uid}-view" class="attnx-view"><option value="w">weights</option>\
+<option value="c">contributions</option></select></span>
 <span class="attnx-ctl attnx-ctl-layer"><label for="{uid}-layer">Layer</label>
 <select id="{uid}-layer" class="attnx-layer"></select></span>
 <span class="attnx-ctl attnx-ctl-head"><label for="{uid}-head">Head</label>
@@ -289,6 +525,8 @@ aria-label="Every head of the chosen layer; pick one to show it"></div>
 <div class="attnx-axis">columns: key (attended to) &rarr;&ensp;rows: query (attending from) \
 &darr;</div>
 <div class="attnx-grid" role="grid" aria-describedby="{uid}-help"></div>
+<div class="attnx-view-note" hidden>Contribution: the length of weight \
+&times; value vector, each row scaled to add up to 1.</div>
 <div class="attnx-legend" aria-hidden="true"><span class="attnx-cbar-name">weight</span>\
 <span class="attnx-cbar-lo"></span><span class="attnx-cbar"></span>\
 <span class="attnx-cbar-hi"></span></div>
@@ -300,8 +538,9 @@ query's row as bars.</div>
 <span class="attnx-r-hint">Hover over a cell, or focus one and use the arrow keys, to read \
 its weight.</span><span class="attnx-r-body" hidden>query \
 <span class="attnx-r-tok attnx-r-q"></span> (row <span class="attnx-r-i"></span>) &rarr; key \
-<span class="attnx-r-tok attnx-r-k"></span> (column <span class="attnx-r-j"></span>): weight \
-<strong class="attnx-r-w"></strong> <span class="attnx-r-where"></span></span></div>
+<span class="attnx-r-tok attnx-r-k"></span> (column <span class="attnx-r-j"></span>): \
+<span class="attnx-r-what">weight</span> <strong class="attnx-r-w"></strong> \
+<span class="attnx-r-where"></span></span></div>
 <div class="attnx-bars">
 <div class="attnx-bars-title">Pick a query token (click its row label, or press Enter on a \
 cell) to see its row as bars.</div>
@@ -348,6 +587,7 @@ overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .attnbook-explorer .attnx-axis,.attnbook-explorer .attnx-help{font-size:12px;color:#444;
 margin:0 0 4px}
 .attnbook-explorer .attnx-help{margin:6px 0 0}
+.attnbook-explorer .attnx-view-note{font-size:12px;color:#444;margin:6px 0 0;max-width:30em}
 .attnbook-explorer .attnx-grid{display:flex;flex-direction:column;margin:0;padding:0;
 border:0;background:transparent}
 .attnbook-explorer .attnx-row{display:flex;flex-direction:row;margin:0;padding:0}
@@ -411,12 +651,28 @@ var D = __DATA__;
 var root = document.getElementById(D.id);
 if (!root || root.getAttribute("data-attnx-ready") === "1") { return; }
 root.setAttribute("data-attnx-ready", "1");
-var NL = D.layers, NH = D.heads, L = D.rows, S = D.cols, W = D.w, SC = D.scale;
+var NL = D.layers, NH = D.heads, SC = D.scale, DIG = D.digits;
 var VMIN = D.vmin, VMAX = D.vmax, LUT = D.lut;
-var QT = D.tokens, KT = D.keys || D.tokens;
-var st = { layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
+var SETS = [D].concat(D.more || []);
+var L, S, W, C, QT, KT;
+var st = { set: 0, view: "w", layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
 var RGB = [];
 var k, i, j, h;
+var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+function numbers(x) {
+  if (x === null || typeof x !== "string") { return x; }
+  var out = [], acc = 0, bits = 0;
+  for (var m = 0; m < x.length; m++) {
+    acc = ((acc << 6) | B64.indexOf(x.charAt(m))) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) { bits -= 8; out.push((acc >> bits) & 255); }
+  }
+  return out;
+}
+for (k = 0; k < SETS.length; k++) {
+  SETS[k].w = numbers(SETS[k].w);
+  SETS[k].c = numbers(SETS[k].c);
+}
 for (k = 0; k < 256; k++) {
   RGB.push([parseInt(LUT.substr(6 * k, 2), 16), parseInt(LUT.substr(6 * k + 2, 2), 16),
             parseInt(LUT.substr(6 * k + 4, 2), 16)]);
@@ -428,7 +684,9 @@ function make(tag, cls, text) {
   if (text !== undefined) { e.textContent = text; }
   return e;
 }
-function value(l, hd, r, c) { return W[((l * NH + hd) * L + r) * S + c] / SC; }
+function value(l, hd, r, c) {
+  return (st.view === "c" && C ? C : W)[((l * NH + hd) * L + r) * S + c] / SC;
+}
 function lutIndex(v, lo, hi) {
   var t = (v - lo) / (hi - lo);
   if (!(t > 0)) { t = 0; }
@@ -437,11 +695,11 @@ function lutIndex(v, lo, hi) {
 }
 function span(l, hd) {
   if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
-  var top = -Infinity, base = ((l * NH + hd) * L) * S;
-  for (var m = 0; m < L * S; m++) { top = Math.max(top, W[base + m] / SC); }
+  var top = -Infinity;
+  for (var m = 0; m < L * S; m++) { top = Math.max(top, value(l, hd, 0, m)); }
   return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
 }
-function fmt(v) { return v.toFixed(4); }
+function fmt(v) { return v.toFixed(DIG); }
 function tick(v) { return String(Number(v.toPrecision(3))); }
 function barWidth(v) {
   var lo = Math.min(0, VMIN), t = (v - lo) / (VMAX - lo);
@@ -456,11 +714,8 @@ if (D.title) {
   find("attnx-title").hidden = false;
   root.setAttribute("aria-label", "Attention explorer: " + D.title);
 }
-var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
-root.style.setProperty("--attnx-cell", size + "px");
-
 var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
-var scaleSel = find("attnx-scale");
+var scaleSel = find("attnx-scale"), setSel = find("attnx-sentence"), viewSel = find("attnx-view");
 scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
 scaleSel.options[1].textContent = "stretched to each head's largest weight";
 function option(sel, val, text) {
@@ -470,12 +725,25 @@ function option(sel, val, text) {
 }
 for (i = 0; i < NL; i++) { option(layerSel, i, D.layerNames[i]); }
 for (i = 0; i < NH; i++) { option(headSel, i, D.headNames[i]); }
-option(querySel, -1, "(none)");
-for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
+for (i = 0; i < SETS.length; i++) { option(setSel, i, SETS[i].label || "sentence " + (i + 1)); }
+if (SETS.length > 1) { find("attnx-ctl-sentence").hidden = false; }
+for (i = 0; i < SETS.length; i++) { if (SETS[i].c) { find("attnx-ctl-view").hidden = false; } }
 if (NL < 2) { find("attnx-ctl-layer").hidden = true; }
 if (NH < 2) { find("attnx-ctl-head").hidden = true; }
 
 var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
+var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
+var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+function build() {
+var d = SETS[st.set];
+L = d.rows; S = d.cols; W = d.w; C = d.c; QT = d.tokens; KT = d.keys || d.tokens;
+cells = []; qbtns = []; colheads = []; bars = [];
+grid.textContent = ""; barsList.textContent = ""; querySel.textContent = "";
+st.row = 0; st.col = 0; st.query = -1; st.shown = null;
+var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
+root.style.setProperty("--attnx-cell", size + "px");
+option(querySel, -1, "(none)");
+for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
 var hrow = make("div", "attnx-row attnx-colheads");
 hrow.setAttribute("role", "row");
 var corner = make("div", "attnx-corner", "query \u2193 key \u2192");
@@ -515,34 +783,11 @@ for (i = 0; i < L; i++) {
   }
   grid.appendChild(row);
 }
-
-var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
-for (h = 0; h < NH; h++) {
-  var tile = make("button", "attnx-tile");
-  tile.type = "button";
-  tile.setAttribute("data-h", String(h));
-  tile.setAttribute("aria-pressed", "false");
-  tile.setAttribute("aria-label", D.headNames[h]);
-  var cv = document.createElement("canvas");
-  cv.width = S;
-  cv.height = L;
-  cv.setAttribute("aria-hidden", "true");
-  cv.style.height = Math.max(8, Math.round(60 * L / S)) + "px";
-  tile.appendChild(cv);
-  tile.appendChild(make("span", "attnx-tile-label", D.headNames[h]));
-  tiles.push(tile);
-  canvases.push(cv);
-  ov.appendChild(tile);
+for (h = 0; h < canvases.length; h++) {
+  canvases[h].width = S;
+  canvases[h].height = L;
+  canvases[h].style.height = Math.max(8, Math.round(60 * L / S)) + "px";
 }
-if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
-
-var stops = [];
-for (k = 0; k <= 16; k++) {
-  stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
-}
-find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
-
-var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
 for (j = 0; j < S; j++) {
   var br = make("div", "attnx-bar-row");
   br.setAttribute("role", "listitem");
@@ -559,8 +804,35 @@ for (j = 0; j < S; j++) {
   bars.push([fill, bv]);
   barsList.appendChild(br);
 }
+if (out) { out.hint.hidden = false; out.body.hidden = true; }
+barsList.hidden = true;
+}
+var out = null;
+for (h = 0; h < NH; h++) {
+  var tile = make("button", "attnx-tile");
+  tile.type = "button";
+  tile.setAttribute("data-h", String(h));
+  tile.setAttribute("aria-pressed", "false");
+  tile.setAttribute("aria-label", D.headNames[h]);
+  var cv = document.createElement("canvas");
+  cv.setAttribute("aria-hidden", "true");
+  tile.appendChild(cv);
+  tile.appendChild(make("span", "attnx-tile-label", D.headNames[h]));
+  tiles.push(tile);
+  canvases.push(cv);
+  ov.appendChild(tile);
+}
+if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
 
-var out = {
+var stops = [];
+for (k = 0; k <= 16; k++) {
+  stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
+}
+find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
+
+build();
+
+out = {
   hint: find("attnx-r-hint"), body: find("attnx-r-body"), q: find("attnx-r-q"),
   i: find("attnx-r-i"), k: find("attnx-r-k"), j: find("attnx-r-j"), w: find("attnx-r-w"),
   where: find("attnx-r-where")
@@ -590,7 +862,8 @@ function drawBars() {
   }
   querySel.value = String(r);
   if (r < 0) { barsList.hidden = true; return; }
-  barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") attends to, in " +
+  barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") " +
+    (st.view === "c" && C ? "takes its contributions from" : "attends to") + ", in " +
     D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
   for (var c = 0; c < S; c++) {
     var v = value(st.layer, st.head, r, c);
@@ -630,9 +903,14 @@ function paint() {
   for (var hd = 0; hd < NH; hd++) {
     tiles[hd].setAttribute("aria-pressed", hd === st.head ? "true" : "false");
   }
-  var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head];
-  find("attnx-caption").textContent = cap;
-  grid.setAttribute("aria-label", "Attention weights of " + cap +
+  var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head], contrib = st.view === "c" && C;
+  find("attnx-caption").textContent = cap + (contrib ? ": contributions" : "");
+  find("attnx-cbar-name").textContent = contrib ? "contribution" : "weight";
+  find("attnx-r-what").textContent = contrib ? "contribution" : "weight";
+  find("attnx-view-note").hidden = !contrib;
+  viewSel.value = st.view;
+  setSel.value = String(st.set);
+  grid.setAttribute("aria-label", (contrib ? "Contributions" : "Attention weights") + " of " + cap +
     ": rows are queries (attending from), columns are keys (attended to)");
   layerSel.value = String(st.layer);
   headSel.value = String(st.head);
@@ -656,6 +934,13 @@ function rc(c) { return [Number(c.getAttribute("data-q")), Number(c.getAttribute
 layerSel.addEventListener("change", function () { setLayer(Number(layerSel.value)); });
 headSel.addEventListener("change", function () { setHead(Number(headSel.value)); });
 scaleSel.addEventListener("change", function () { drawTiles(); paint(); });
+viewSel.addEventListener("change", function () { st.view = viewSel.value; drawTiles(); paint(); });
+setSel.addEventListener("change", function () {
+  st.set = Number(setSel.value);
+  build();
+  drawTiles();
+  paint();
+});
 querySel.addEventListener("change", function () { selectQuery(Number(querySel.value)); });
 toggle.addEventListener("click", function () {
   var open = ov.hidden;
