@@ -7,6 +7,7 @@ in float64 (weights from SDPA with the identity as values) or a formula written 
 from __future__ import annotations
 
 import math
+import re
 import zlib
 
 import numpy as np
@@ -189,17 +190,6 @@ def test_masks_with_size_one_dims_broadcast(mask_shape, return_weights):
     torch.testing.assert_close(out, expected_out)
     if return_weights:
         torch.testing.assert_close(w, expected_w)
-
-
-def test_causal_mask_matches_sdpa_is_causal():
-    gen = generator(5)
-    for L, S in ((5, 5), (3, 6), (6, 3)):
-        q, k, v = randn(2, L, 4, gen=gen), randn(2, S, 4, gen=gen), randn(2, S, 3, gen=gen)
-        mask = torch.ones(L, S).tril().bool()
-        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        for return_weights in (True, False):
-            out, _ = attention(q, k, v, mask, return_weights=return_weights)
-            torch.testing.assert_close(out, expected)
 
 
 # --------------------------------------------------------------------------- scale
@@ -523,3 +513,82 @@ def test_masked_softmax_leaves_scores_unchanged():
     masked_softmax(scores, mask)
     masked_softmax(scores, mask[:, :1])
     assert torch.equal(scores, before)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def qkv(L: int = 5, S: int = 6, E: int = 4, Ev: int = 3, batch: tuple[int, ...] = (2,)):
+    gen = generator(0)
+    return (torch.randn(*batch, L, E, generator=gen), torch.randn(*batch, S, E, generator=gen),
+            torch.randn(*batch, S, Ev, generator=gen))
+
+
+def with_qkv(change: dict, **kwargs) -> AttentionOutput:
+    """``attention`` on valid q, k, v (shapes (2, 5, 4), (2, 6, 4), (2, 6, 3)) with some
+    replaced."""
+    tensors = dict(zip("qkv", qkv(), strict=True))
+    return attention(**{**tensors, **change}, **kwargs)
+
+
+CAUSAL = torch.ones(5, 6).tril()  # a 0/1 float mask, built without the package
+BAD_CALLS = [
+    # Arguments that are not tensors.
+    ({"q": [[1.0, 2.0, 3.0, 4.0]]}, {}, TypeError, "q must be a torch.Tensor, got list"),
+    ({"k": np.ones((2, 6, 4))}, {}, TypeError, "k must be a torch.Tensor, got ndarray"),
+    ({"v": None}, {}, TypeError, "v must be a torch.Tensor, got NoneType"),
+    ({}, {"mask": [[True] * 6] * 5}, TypeError, "mask must be a torch.Tensor, got list"),
+    # Masks: not boolean, or not broadcastable.
+    *(({}, {"mask": CAUSAL.to(dtype)}, TypeError, "`mask.bool()`")
+      for dtype in (torch.float32, torch.int64, torch.uint8)),
+    ({}, {"mask": torch.zeros(5, 6).masked_fill(CAUSAL == 0, -math.inf)}, TypeError,
+     "an additive mask of 0 and -inf converts with `mask == 0`"),
+    ({}, {"mask": torch.ones(3, 6, dtype=torch.bool)}, ValueError,
+     "mask of shape (3, 6) does not broadcast to (..., L, S) = (..., 5, 6)"),
+    ({}, {"mask": torch.ones(2, 5, 5, dtype=torch.bool), "return_weights": False},
+     ValueError, "mask of shape (2, 5, 5) does not broadcast"),
+    ({}, {"mask": torch.ones(3, 5, 6, dtype=torch.bool)}, ValueError,
+     "the batch dimensions of q, k, v and mask do not broadcast: got (2,), (2,), (2,), (3,)"),
+    # Shapes of q, k and v.
+    ({"k": torch.ones(2, 6, 7)}, {}, ValueError,
+     "q and k must have the same feature size E: q has shape (2, 5, 4) (E=4), k has shape "
+     "(2, 6, 7) (E=7)"),
+    ({"v": torch.ones(2, 4, 3)}, {}, ValueError,
+     "k and v must have the same length S: k has shape (2, 6, 4) (S=6), v has shape "
+     "(2, 4, 3) (S=4)"),
+    ({"k": torch.ones(3, 6, 4), "v": torch.ones(3, 6, 3)}, {}, ValueError,
+     "the batch dimensions of q, k, v do not broadcast: got (2,), (3,), (3,)"),
+    ({"q": torch.ones(4)}, {}, ValueError, "q must have shape (..., L, E), got shape (4,)"),
+    ({"k": torch.ones(2, 0, 4), "v": torch.ones(2, 0, 3)}, {}, ValueError,
+     "k must hold at least one key"),
+    # Dtypes.
+    ({"k": qkv()[1].double()}, {}, TypeError,
+     "q, k and v must share one dtype, got torch.float32, torch.float64 and torch.float32"),
+    *(({name: qkv()["qkv".index(name)].to(dtype)}, {}, TypeError,
+       f"{name} must be a floating-point tensor, got dtype {dtype}")
+      for name in "qkv" for dtype in (torch.int64, torch.bool, torch.complex64)),
+    # The scale and return_weights.
+    *(({}, {"scale": scale}, TypeError,
+       f"scale must be a real number or None, got {type(scale).__name__}")
+      for scale in ("0.5", True, torch.tensor(0.5), [0.5], 1j)),
+    *(({}, {"scale": scale}, ValueError, "scale must be finite")
+      for scale in (math.inf, -math.inf, math.nan)),
+    ({}, {"return_weights": "no"}, TypeError, "return_weights must be a bool, got str"),
+]
+
+
+@pytest.mark.parametrize(("change", "kwargs", "error", "message"), BAD_CALLS)
+def test_bad_input_is_refused_naming_the_argument(change, kwargs, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        with_qkv(change, **kwargs)
+
+
+@pytest.mark.parametrize(("x", "error", "message"), [
+    (np.ones((3, 2)), TypeError, "x must be a torch.Tensor, got ndarray"),
+    (torch.ones(3, 2, dtype=torch.int64), TypeError,
+     "x must be a floating-point tensor, got dtype torch.int64"),
+    (torch.ones(3), ValueError, "x must have shape (..., n, E)"),
+])
+def test_raw_self_attention_refuses_bad_input(x, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        raw_self_attention(x)

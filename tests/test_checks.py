@@ -8,16 +8,26 @@ refuse arguments of the wrong kind with a TypeError that names them.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_solutions.causal_masks import my_masked_softmax
+from exercise_solutions.dot_product_similarity import batched_raw_attention
+from exercise_solutions.efficient_attention import online_normalizer
+from exercise_solutions.multi_head_attention import my_merge_heads, my_split_heads
+from exercise_solutions.pytorch_implementation import MySimpleAttention
+from exercise_solutions.scaling import my_softmax
+from exercise_solutions.static_embeddings import nearest_by_cosine
+from exercise_solutions.training_attention import repeat_pattern
 from torch import nn
 
-from attnbook.attention import masked_softmax, raw_self_attention
 from attnbook.checks import (
     ExerciseCheckError,
     check_batched_raw_attention,
@@ -29,80 +39,16 @@ from attnbook.checks import (
     check_simple_attention,
     check_split_merge_heads,
     check_stable_softmax,
+    harness,
 )
-from attnbook.layers import MultiHeadAttention, SimpleAttention
-from attnbook.training import RepeatTask
 
-# ------------------------------------------------------------------ right answers, by hand
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = Path(__file__).resolve().parent / "exercise_solutions"
 
-
-def nearest_by_cosine(table, query, k, exclude=None):
-    cosines = (table / table.norm(dim=1, keepdim=True)) @ (query / query.norm())  # (V,)
-    if exclude is not None:
-        cosines[exclude] = float("-inf")
-    values, ids = cosines.topk(k)
-    return ids, values
-
-
-def batched_raw_attention(x):
-    weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)  # (B, L, L)
-    return weights @ x, weights
-
-
-def stable_softmax(scores):
-    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
-    return exps / exps.sum(dim=-1, keepdim=True)
-
-
-def row_entropy(weights):
-    return -torch.special.xlogy(weights, weights).sum(dim=-1)
-
-
-class MySimpleAttention(nn.Module):
-    def __init__(self, n_embd):
-        super().__init__()
-        self.query = nn.Linear(n_embd, n_embd)
-        self.key = nn.Linear(n_embd, n_embd)
-        self.value = nn.Linear(n_embd, n_embd)
-
-    def forward(self, x):
-        q, k, v = self.query(x), self.key(x), self.value(x)
-        weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)  # (..., L, L)
-        return weights @ v, weights
-
-
-def my_masked_softmax(scores, mask):
-    has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
-    weights = torch.softmax(scores.masked_fill(~(mask | ~has_key), float("-inf")), dim=-1)
-    return weights.masked_fill(~mask, 0.0)
-
-
-def split_heads(x, num_heads):
-    B, L, d_model = x.shape
-    return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)  # (B, h, L, d)
-
-
-def merge_heads(heads):
-    B, h, L, d_head = heads.shape
-    return heads.transpose(1, 2).reshape(B, L, h * d_head)  # (B, L, h * d)
-
-
-def repeat_pattern(L, period):
-    R = torch.zeros(L, L)
-    for t in range(L):
-        keys = [j for j in range(t + 1) if (t + 1 - j) % period == 0]
-        for j in keys:
-            R[t, j] = 1 / len(keys)
-    return R
-
-
-def online_normalizer(stream):
-    m, ell = float("-inf"), 0.0
-    for z in stream:
-        m_new = max(m, z)
-        ell = ell * math.exp(m - m_new) + math.exp(z - m_new)
-        m = m_new
-    return m, ell
+# ------------------------------------------------------------------------ right answers
+# The right answers are the hand-written solutions in tests/exercise_solutions/, which the
+# chapters' solution cells must agree with (test_solution_files_and_chapters_agree below).
+# These are right answers of another form.
 
 
 def online_normalizer_in_float64_tensors(stream):
@@ -172,7 +118,7 @@ def softmax_global_max(scores):
 
 
 def softmax_in_float32(scores):
-    return stable_softmax(scores.float())
+    return my_softmax(scores.float())
 
 
 def softmax_in_place(scores):
@@ -182,7 +128,7 @@ def softmax_in_place(scores):
 
 
 def softmax_over_dim_0(scores):
-    return stable_softmax(scores.transpose(0, -1)).transpose(0, -1)
+    return my_softmax(scores.transpose(0, -1)).transpose(0, -1)
 
 
 def entropy_with_log(weights):
@@ -405,27 +351,9 @@ def online_logsumexp_only(stream):
 
 # ----------------------------------------------------------------------------------- tests
 
-PASSING: list[tuple[Callable, tuple]] = [
-    (check_nearest_by_cosine, (nearest_by_cosine,)),
-    (check_batched_raw_attention, (batched_raw_attention,)),
-    (check_batched_raw_attention, (raw_self_attention,)),
-    (check_stable_softmax, (stable_softmax,)),
-    (check_stable_softmax, (masked_softmax,)),
-    (check_row_entropy, (row_entropy,)),
-    (check_simple_attention, (MySimpleAttention,)),
-    (check_simple_attention, (SimpleAttention,)),
-    (check_simple_attention, (SimpleAttention(6),)),
-    (check_masked_softmax, (my_masked_softmax,)),
-    (check_masked_softmax, (masked_softmax,)),
-    (check_split_merge_heads, (split_heads, merge_heads)),
-    (check_split_merge_heads, (lambda x, h: MultiHeadAttention(x.shape[-1], h).split_heads(x),
-                               lambda t: MultiHeadAttention(t.shape[1] * t.shape[3],
-                                                            t.shape[1]).merge_heads(t))),
-    (check_repeat_pattern, (repeat_pattern,)),
-    (check_repeat_pattern,
-     (lambda L, period: RepeatTask(length=L, period=period).required_pattern(),)),
+PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
+    (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
-    (check_online_normalizer, (online_normalizer,)),
     (check_online_normalizer, (online_normalizer_in_float64_tensors,)),
 ]
 
@@ -436,6 +364,78 @@ def test_right_answers_pass_with_one_line(checker, args, capsys):
     assert checker(*args) is None
     printed = capsys.readouterr().out
     assert re.fullmatch(rf"✓ {checker.__name__}: all \d+ checks passed\.\n", printed), printed
+
+
+#: solution file -> (its chapter, the exercise's label, its checker, what the solution defines)
+SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
+    "static_embeddings": ("static-embeddings", "static-embeddings-ex3",
+                          check_nearest_by_cosine, ("nearest_by_cosine",)),
+    "dot_product_similarity": ("dot-product-similarity", "dot-product-similarity-ex3",
+                               check_batched_raw_attention, ("batched_raw_attention",)),
+    "scaling": ("scaling", "scaling-ex3", check_stable_softmax, ("my_softmax",)),
+    "attention_maps": ("attention-maps", "attention-maps-ex3", check_row_entropy,
+                       ("row_entropy",)),
+    "pytorch_implementation": ("pytorch-implementation", "pytorch-implementation-ex1",
+                               check_simple_attention, ("MySimpleAttention",)),
+    "causal_masks": ("causal-masks", "causal-masks-ex3", check_masked_softmax,
+                     ("my_masked_softmax",)),
+    "multi_head_attention": ("multi-head-attention", "multi-head-attention-ex3",
+                             check_split_merge_heads, ("my_split_heads", "my_merge_heads")),
+    "training_attention": ("training-attention", "training-attention-ex3",
+                           check_repeat_pattern, ("repeat_pattern",)),
+    "efficient_attention": ("efficient-attention", "efficient-attention-ex3",
+                            check_online_normalizer, ("online_normalizer",)),
+}
+
+
+def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[str, object]:
+    """The definitions of ``names`` in the solution cells of exercise ``label``, run on their
+    own with what every chapter imports (torch, nn, F, math)."""
+    text = (ROOT / "book" / f"{chapter}.md").read_text()
+    start = text.index(f"```{{solution-start}} {label}\n")
+    solution = text[start:text.index("```{solution-end}", start)]
+    definitions = []
+    for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", solution, flags=re.S):
+        cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)  # front matter
+        cell = re.sub(r"\A(:[^\n]*\n)+", "", cell)  # options such as :tags:
+        definitions += [node for node in ast.parse(cell).body
+                        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+                        and node.name in names]
+    assert sorted(node.name for node in definitions) == sorted(names), (
+        f"the solution of {label} in book/{chapter}.md no longer defines {names}")
+    namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
+    exec(compile(ast.Module(body=definitions, type_ignores=[]), f"book/{chapter}.md", "exec"),
+         namespace)
+    return {name: namespace[name] for name in names}
+
+
+@pytest.mark.parametrize("name", SOLVED)
+def test_solution_files_and_chapters_agree(name, capsys):
+    """The chapter's solution cell and tests/exercise_solutions/<name>.py pass one checker."""
+    chapter, label, checker, names = SOLVED[name]
+    from_file = vars(importlib.import_module(f"exercise_solutions.{name}"))
+    for solution in (from_file, chapter_solution(chapter, label, names)):
+        checker(*(solution[defined] for defined in names))
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 and printed[0] == printed[1], printed
+    assert re.fullmatch(rf"✓ {checker.__name__}: all \d+ checks passed\.", printed[0])
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in SOLUTIONS.glob("*.py")))
+def test_solution_files_are_written_from_scratch(name):
+    """A checker given its own reference can never fail, so a solution file imports nothing
+    from attnbook, and what it defines is its own, derived from nothing in the package."""
+    tree = ast.parse((SOLUTIONS / f"{name}.py").read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]
+    imported += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [module for module in imported if module.split(".")[0] == "attnbook"]
+    module = importlib.import_module(f"exercise_solutions.{name}")
+    for defined in SOLVED[name][3]:
+        solution = getattr(module, defined)
+        assert solution.__module__ == module.__name__
+        assert not [base for base in getattr(solution, "__mro__", ())
+                    if base.__module__.startswith("attnbook")]
 
 
 def test_nearest_by_cosine_on_the_real_table(capsys):
@@ -511,8 +511,8 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
       "expected[0, 0, 3, 0:4] = [300, 301, 302, 303]",
       "did you forget the transpose before the reshape?"]),
     ("merge without transpose", check_split_merge_heads,
-     (split_heads, merge_without_transpose), ["merge", "transpose back before the reshape"]),
-    ("merge with view", check_split_merge_heads, (split_heads, merge_with_view),
+     (my_split_heads, merge_without_transpose), ["merge", "transpose back before the reshape"]),
+    ("merge with view", check_split_merge_heads, (my_split_heads, merge_with_view),
      ["merge_with_view(heads) raised RuntimeError", ".reshape(...)"]),
     ("repeat pattern on the query's own token", check_repeat_pattern, (pattern_own_token,),
      ["wrong row sums", "row 0 sums to 1, expected 0", "expected row sums: [0, 0, 0,",
@@ -633,20 +633,18 @@ def test_the_message_names_the_readers_line_but_no_file():
         check_stable_softmax(my_softmax)
     message = str(raised.value)
     assert re.search(r"\n  at my_softmax, line \d+: row = scores\[99\]", message)
-    assert __file__ not in message and "checks.py" not in message
+    assert ".py" not in message  # no file: a notebook cell's is a meaningless temporary path
 
 
 def test_in_ipython_the_error_shows_as_its_message_alone():
     """The book's failing-stub cells show the checker's message, not this module's frames."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    import attnbook.checks as checks_module
-
     shell = InteractiveShell.instance()
     shown = []
     shell._showtraceback = lambda kind, value, lines: shown.append(lines)
     try:
-        checks_module._show_briefly_in_ipython()
+        harness.show_briefly_in_ipython()
         assert shell.custom_exceptions == (ExerciseCheckError,)
         result = shell.run_cell(
             "from attnbook.checks import check_stable_softmax\n"
@@ -660,7 +658,7 @@ def test_in_ipython_the_error_shows_as_its_message_alone():
     assert len(shown) == 1
     lines = shown[0]
     assert lines[0].startswith("ExerciseCheckError: check_stable_softmax: check 1")
-    assert not any("Traceback" in line or "checks.py" in line for line in lines)
+    assert not any("Traceback" in line or ".py" in line for line in lines)
 
 
 def test_a_class_that_raises_in_init_or_forward_is_reported_as_theirs():
@@ -702,7 +700,7 @@ def test_the_readers_module_is_left_unchanged(layer_class):
 def test_building_the_readers_class_leaves_the_global_random_state_alone():
     rng = torch.random.get_rng_state()
     check_simple_attention(MySimpleAttention)
-    check_split_merge_heads(split_heads, merge_heads)
+    check_split_merge_heads(my_split_heads, my_merge_heads)
     assert torch.equal(torch.random.get_rng_state(), rng)
 
 
@@ -711,7 +709,7 @@ def test_the_reader_gets_fresh_copies():
 
     def spy(scores):
         seen.append(scores)
-        return stable_softmax(scores)
+        return my_softmax(scores)
 
     check_stable_softmax(spy)
     seen[0].fill_(0.0)  # a reader keeping and changing an input changes nothing of the checker's
@@ -741,9 +739,9 @@ def test_a_class_where_an_instance_is_needed_is_named():
 
 def test_split_merge_checker_names_the_bad_argument():
     with pytest.raises(TypeError, match="^split_fn must be a function"):
-        check_split_merge_heads(None, merge_heads)
+        check_split_merge_heads(None, my_merge_heads)
     with pytest.raises(TypeError, match="^merge_fn must be a function"):
-        check_split_merge_heads(split_heads, 3)
+        check_split_merge_heads(my_split_heads, 3)
 
 
 @pytest.mark.parametrize("bad", [None, F.softmax, int, torch.zeros(2), "SimpleAttention"])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -346,3 +348,122 @@ def test_from_torch_copies_rather_than_shares():
         ours.q_proj.weight.add_(1.0)
     assert torch.equal(module.in_proj_weight, before)
     assert ours.q_proj.weight.data_ptr() != module.in_proj_weight.data_ptr()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("factory", [
+    lambda n: SimpleAttention(n), lambda n: SelfAttention(n, n), lambda n: MultiHeadAttention(n, n),
+], ids=["SimpleAttention", "SelfAttention", "MultiHeadAttention"])
+def test_sizes_take_any_integer_type_but_bool(factory):
+    layer = factory(np.int64(4))
+    assert layer(torch.ones(2, 3, 4)).output.shape == (2, 3, 4)
+    with pytest.raises(TypeError, match="must be an int, got bool"):
+        factory(True)
+
+
+BAD_SIZES = [
+    *(pytest.param(lambda d=d, h=h: MultiHeadAttention(d, h), ValueError,
+                   f"num_heads={h} does not divide d_model={d}", id=f"heads-{d}-{h}")
+      for d, h in [(12, 5), (8, 3), (4, 8)]),
+    *(pytest.param(lambda h=h: MultiHeadAttention(8, h), ValueError,
+                   f"num_heads must be at least 1, got {h}", id=f"heads-{h}")
+      for h in (0, -1)),
+    pytest.param(lambda: MultiHeadAttention(8, 2.0), TypeError,
+                 "num_heads must be an int, got float", id="heads-float"),
+    pytest.param(lambda: SimpleAttention(0), ValueError, "n_embd must be at least 1, got 0",
+                 id="SimpleAttention-zero"),
+    pytest.param(lambda: SimpleAttention("4"), TypeError, "n_embd must be an int, got str",
+                 id="SimpleAttention-str"),
+    pytest.param(lambda: SelfAttention(0), ValueError, "d_model must be at least 1, got 0",
+                 id="SelfAttention-d_model"),
+    pytest.param(lambda: SelfAttention(4, 0), ValueError, "d_k must be at least 1, got 0",
+                 id="SelfAttention-d_k"),
+    pytest.param(lambda: MultiHeadAttention(0, 1), ValueError,
+                 "d_model must be at least 1, got 0", id="MultiHeadAttention-d_model"),
+]
+
+
+@pytest.mark.parametrize(("build", "error", "message"), BAD_SIZES)
+def test_bad_sizes_are_refused_naming_the_argument(build, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        build()
+
+
+LAYERS = {  # name -> (layer, the name of its first argument)
+    "SimpleAttention": (lambda: SimpleAttention(4), "x"),
+    "SelfAttention": (lambda: SelfAttention(4, 2), "x"),
+    "MultiHeadAttention": (lambda: MultiHeadAttention(4, 2), "query"),
+}
+
+
+@pytest.mark.parametrize(("x", "error", "message"), [
+    (torch.ones(2, 3, 5), ValueError,
+     "{name} has width 5 (shape (2, 3, 5)) but the layer expects 4"),
+    *((torch.ones(2, 3, 4, dtype=dtype), TypeError,
+       f"{{name}} has dtype {dtype} but the layer's parameters are torch.float32; "
+       f"convert one with .to()") for dtype in (torch.float64, torch.float16, torch.int64)),
+    ([[[0.0] * 4] * 3], TypeError, "{name} must be a torch.Tensor, got list"),
+], ids=["width", "float64", "float16", "int64", "list"])
+@pytest.mark.parametrize("layer_name", list(LAYERS))
+def test_layer_refuses_bad_input_naming_it(layer_name, x, error, message):
+    build, name = LAYERS[layer_name]
+    with pytest.raises(error, match=re.escape(message.format(name=name))):
+        build()(x)
+
+
+@pytest.mark.parametrize("layer_name", list(LAYERS))
+def test_layer_refuses_a_non_boolean_mask(layer_name):
+    with pytest.raises(TypeError, match=re.escape("mask must be a boolean tensor")):
+        LAYERS[layer_name][0]()(torch.ones(2, 3, 4), mask=torch.ones(3, 3))
+
+
+def mha_call(*args, **kwargs):
+    return lambda: MultiHeadAttention(4, 2)(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(2, 5, 6)), ValueError,
+                 "key has width 6 (shape (2, 5, 6)) but the layer expects 4", id="key-width"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(2, 5, 4), torch.ones(2, 5, 3)),
+                 ValueError, "value has width 3", id="value-width"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(2, 5, 4),
+                          torch.ones(2, 5, 4, dtype=torch.float64)),
+                 TypeError, "value has dtype torch.float64", id="value-dtype"),
+    pytest.param(mha_call(torch.ones(3, 4)), ValueError,
+                 "query must have shape (B, L, d_model), got shape (3, 4)", id="unbatched"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(2, 5, 4), torch.ones(2, 6, 4)),
+                 ValueError, "key and value must have the same (B, S)", id="S-differs"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(3, 5, 4)), ValueError,
+                 "query and key must have the same batch size B", id="B-differs"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), torch.ones(2, 5, 4),
+                          mask=torch.ones(3, 4, dtype=torch.bool)),
+                 ValueError, "mask of shape (3, 4) does not broadcast to (..., L, S) = "
+                             "(..., 3, 5)", id="mask-broadcast"),
+    pytest.param(mha_call(torch.ones(2, 3, 4), mask=torch.ones(2, 3, 3, 3, dtype=torch.bool)),
+                 ValueError, "batch dimensions of q, k, v and mask do not broadcast",
+                 id="mask-heads"),
+    pytest.param(mha_call(torch.ones(2, 3, 4),
+                          mask=torch.ones(1, 2, 2, 3, 3, dtype=torch.bool)),
+                 ValueError, "mask must broadcast to (L, S), (B, L, S) or (B, h, L, S), got "
+                             "shape (1, 2, 2, 3, 3)", id="mask-5d"),
+    pytest.param(lambda: MultiHeadAttention(4, 2).split_heads(torch.ones(3, 6)), ValueError,
+                 "x must have shape (..., L, d_model=4)", id="split-width"),
+    pytest.param(lambda: MultiHeadAttention(4, 2).merge_heads(torch.ones(3, 5, 2)),
+                 ValueError, "x must have shape (..., h=2, L, d_head=2)", id="merge-heads"),
+    pytest.param(lambda: MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2)),
+                 ValueError, "module must be built with batch_first=True",
+                 id="from_torch-batch_first"),
+    pytest.param(lambda: MultiHeadAttention.from_torch(nn.Linear(8, 8)), TypeError,
+                 "module must be an nn.MultiheadAttention, got Linear", id="from_torch-Linear"),
+    pytest.param(lambda: MultiHeadAttention.from_torch(
+        nn.MultiheadAttention(8, 2, kdim=4, vdim=4, batch_first=True)), ValueError,
+        "module must have kdim == vdim == embed_dim", id="from_torch-kdim"),
+    pytest.param(lambda: MultiHeadAttention.from_torch(
+        nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)), ValueError,
+        "module must not use add_bias_kv or add_zero_attn", id="from_torch-bias_kv"),
+])
+def test_multi_head_attention_refuses_bad_input_naming_it(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,28 +20,21 @@ def randn(*shape: int, gen: torch.Generator) -> torch.Tensor:
 # --------------------------------------------------------------------------- causal_mask
 
 
-@pytest.mark.parametrize("L", [1, 2, 5, 8])
-def test_causal_mask_square(L):
-    mask = causal_mask(L)
-    assert mask.dtype == torch.bool
-    assert mask.shape == (L, L)
-    assert torch.equal(mask, torch.ones(L, L).tril().bool())
+@pytest.mark.parametrize(("L", "S", "offset"), [
+    (1, None, 0), (5, None, 0), (4, 6, 0), (6, 4, 0), (4, 1, 0),  # query i sees keys 0..i
+    (3, 7, 4), (2, 5, 3), (4, 4, -1), (3, 3, 5),  # shifted: keys 0..i + offset
+])
+def test_causal_mask_is_its_definition(L, S, offset):
+    mask = causal_mask(L, S, offset=offset) if offset else causal_mask(L, S)
+    S = L if S is None else S
+    assert mask.dtype == torch.bool and mask.shape == (L, S)
+    assert mask.tolist() == [[j <= i + offset for j in range(S)] for i in range(L)]
 
 
-@pytest.mark.parametrize(("L", "S"), [(1, 4), (3, 5), (5, 3), (4, 1), (4, 4)])
-def test_causal_mask_rectangular(L, S):
-    mask = causal_mask(L, S)
-    assert mask.dtype == torch.bool
-    assert mask.shape == (L, S)
-    assert torch.equal(mask, torch.ones(L, S).tril().bool())
-
-
-def test_causal_mask_definition_elementwise():
-    L, S = 4, 6
-    mask = causal_mask(L, S)
-    for i in range(L):
-        for j in range(S):
-            assert bool(mask[i, j]) == (j <= i)
+def test_causal_mask_with_offset_is_the_last_rows_of_a_longer_one():
+    # A cache of S keys and the last L queries: query i stands at position S - L + i.
+    L, S = 3, 7
+    assert torch.equal(causal_mask(L, S, offset=S - L), causal_mask(S)[S - L:])
 
 
 def test_causal_mask_device():
@@ -46,9 +42,9 @@ def test_causal_mask_device():
     assert causal_mask(3, 2, device=torch.device("cpu")).device.type == "cpu"
 
 
-def test_causal_mask_every_row_has_a_key():
-    # The diagonal is included, so no query row is fully masked.
-    assert causal_mask(5, 3).any(dim=-1).all()
+def test_causal_mask_takes_any_integer_type():
+    assert torch.equal(causal_mask(np.int64(4), np.int32(3), offset=np.int8(1)),
+                       causal_mask(4, 3, offset=1))
 
 
 @pytest.mark.parametrize(("L", "S"), [(5, 5), (3, 6), (6, 3)])
@@ -144,3 +140,52 @@ def test_padding_and_causal_combine_with_and():
         expected = F.scaled_dot_product_attention(x[b, :n], x[b, :n], x[b, :n], is_causal=True)
         torch.testing.assert_close(out[b, :n], expected)
         assert (w[b][~mask[b]] == 0).all()
+
+
+# --------------------------------------------------------------------------- bad input
+
+BAD_CALLS = [
+    *(pytest.param(lambda L=L: causal_mask(L), TypeError, f"L must be an int, got {kind}",
+                   id=f"causal-L-{kind}")
+      for L, kind in [(3.0, "float"), ("3", "str"), (torch.tensor(3), "Tensor"),
+                      (True, "bool"), (None, "NoneType")]),
+    pytest.param(lambda: causal_mask(3, 2.5), TypeError, "S must be an int, got float",
+                 id="causal-S-float"),
+    pytest.param(lambda: causal_mask(0), ValueError, "L must be at least 1, got 0",
+                 id="causal-L-zero"),
+    pytest.param(lambda: causal_mask(-2), ValueError, "L must be at least 1, got -2",
+                 id="causal-L-negative"),
+    pytest.param(lambda: causal_mask(3, 0), ValueError, "S must be at least 1, got 0",
+                 id="causal-S-zero"),
+    pytest.param(lambda: causal_mask(3, offset=1.0), TypeError,
+                 "offset must be an int, got float", id="causal-offset-float"),
+    pytest.param(lambda: padding_mask([3, -1]), ValueError,
+                 "lengths must be non-negative, got -1 in [3, -1]", id="padding-negative"),
+    pytest.param(lambda: padding_mask(torch.tensor([-2, 4])), ValueError,
+                 "lengths must be non-negative, got -2", id="padding-negative-tensor"),
+    pytest.param(lambda: padding_mask([2, 5, 7], max_len=4), ValueError,
+                 "lengths [5, 7] exceed max_len=4", id="padding-beyond-max-len"),
+    pytest.param(lambda: padding_mask([1, 2.5]), TypeError,
+                 "lengths must hold ints, got float (2.5)", id="padding-float"),
+    pytest.param(lambda: padding_mask(torch.tensor([1.0, 2.0])), TypeError,
+                 "lengths must hold integers, got a tensor of dtype torch.float32",
+                 id="padding-float-tensor"),
+    pytest.param(lambda: padding_mask(torch.tensor([[1], [2]])), ValueError,
+                 "lengths must be one-dimensional (B,), got shape (2, 1)", id="padding-2d"),
+    *(pytest.param(lambda lengths=lengths: padding_mask(lengths), TypeError,
+                   "lengths must be a sequence of ints or a 1-D tensor",
+                   id=f"padding-lengths-{type(lengths).__name__}")
+      for lengths in (3, "34", None)),
+    pytest.param(lambda: padding_mask([]), ValueError, "lengths is empty: pass max_len",
+                 id="padding-empty"),
+    pytest.param(lambda: padding_mask([1, 2], max_len=4.0), TypeError,
+                 "max_len must be an int, got float", id="padding-max-len-float"),
+    pytest.param(lambda: padding_mask([], max_len=-1), ValueError,
+                 "max_len must be at least 0, got -1", id="padding-max-len-negative"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_CALLS)
+def test_bad_input_is_refused_naming_the_argument(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
@@ -219,3 +221,20 @@ def test_mask_panels_rejects_mismatched_arguments():
         mask_panels({}, ["a"], [])
     with pytest.raises(ValueError, match="one label list"):
         mask_panels({"a": weights}, [["a", "b", "c"], ["d", "e", "f"]], [None])
+
+
+@pytest.mark.parametrize(("args", "error", "message"), [
+    ((torch.full((4, 4), 0.25), ["a", "b", "c"]), ValueError,
+     "tokens has 3 labels but the weights have 4 rows (queries)"),
+    ((torch.full((3, 5), 0.2), ["a", "b", "c"], ["x", "y"]), ValueError,
+     "key_tokens has 2 labels but the weights have 5 columns (keys)"),
+    ((torch.full((3, 3), 1 / 3), "abc"), TypeError,
+     "tokens must be a sequence of strings, not one string"),
+    (([[1.0, 0.0], [0.0, 1.0]],), TypeError,
+     "weights must be a torch.Tensor or numpy.ndarray, got list"),
+    ((np.zeros((2, 3, 3)),), ValueError,
+     "weights must be a 2-D matrix (queries, keys), got shape (2, 3, 3)"),
+], ids=["query-labels", "key-labels", "one-string", "list", "3-D"])
+def test_heatmap_refuses_bad_input_naming_it(args, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        attention_heatmap(*args)

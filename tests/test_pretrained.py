@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +17,7 @@ from attnbook.pretrained import (
     attention_maps,
     contextual_embeddings,
     load_model,
+    nearest_rows,
     nearest_tokens,
     token_embeddings,
 )
@@ -145,6 +149,35 @@ def test_nearest_tokens_of_a_vector_finds_itself(minilm) -> None:
     row = minilm.embedding_table[minilm.tokenizer.convert_tokens_to_ids("river")]
     (name, cosine), *_ = nearest_tokens(row, k=3, model=minilm)
     assert name == "river" and cosine == pytest.approx(1.0, abs=1e-6)
+
+
+def test_nearest_rows_by_hand() -> None:
+    # Cosines with (1, 0): rows 0..4 at 0, 60, 30, 180 and 90 degrees.
+    angles = [0, 60, 30, 180, 90]
+    table = torch.tensor([[math.cos(math.radians(a)), math.sin(math.radians(a))]
+                          for a in angles]) * torch.tensor([[1.0], [3.0], [0.5], [2.0], [7.0]])
+    ids, cosines = nearest_rows(table, torch.tensor([2.0, 0.0]), 3)
+    assert ids.tolist() == [0, 2, 1]  # exact: integer ids, the cosines far apart
+    torch.testing.assert_close(cosines, torch.tensor([1.0, math.sqrt(3) / 2, 0.5]))
+    ids, _ = nearest_rows(table, table[0], np.int64(2), exclude=0)
+    assert ids.tolist() == [2, 1]  # exact: integer ids
+
+
+@pytest.mark.parametrize(("args", "error", "message"), [
+    ((torch.ones(5, 3), torch.ones(3), 5, 0), ValueError, "k must be between 1 and 4, got 5"),
+    ((torch.ones(5, 3), torch.ones(3), 0), ValueError, "k must be between 1 and 5, got 0"),
+    ((torch.ones(5, 3), torch.ones(3), 2, 5), ValueError,
+     "exclude must be between 0 and 4, got 5"),
+    ((torch.ones(5, 3), torch.ones(3), True), TypeError, "k must be an int, got bool"),
+    ((torch.ones(5, 3), torch.ones(4), 2), ValueError, "query must have shape (3,)"),
+    ((torch.ones(5), torch.ones(5), 2), ValueError, "table must have shape (V, E)"),
+    ((torch.ones(5, 3, dtype=torch.long), torch.ones(3), 2), TypeError,
+     "table must be a floating-point tensor"),
+    (([[1.0]], torch.ones(1), 1), TypeError, "table must be a torch.Tensor, got list"),
+])
+def test_nearest_rows_bad_input(args, error, message) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        nearest_rows(*args)
 
 
 @pytest.mark.parametrize(

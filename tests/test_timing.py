@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,7 +20,9 @@ def test_every_callable_runs_warmup_plus_rounds_times_inner() -> None:
             calls[name] += 1
         return run
 
-    result = time_in_turns({"a": bump("a"), "b": bump("b")}, rounds=3, inner=4, warmup=2)
+    # Any integer type counts, as everywhere in the package.
+    result = time_in_turns({"a": bump("a"), "b": bump("b")}, rounds=np.int64(3), inner=4,
+                           warmup=2)
     assert list(result) == ["a", "b"]
     assert calls == {"a": 2 + 3 * 4, "b": 2 + 3 * 4}
     assert all(isinstance(seconds, float) and seconds >= 0 for seconds in result.values())
@@ -93,9 +96,10 @@ def test_times_phrase_custom_words_and_digits() -> None:
     ({"runs": {}}, TypeError, "runs must be a non-empty mapping"),
     ({"runs": [lambda: None]}, TypeError, "runs must be a non-empty mapping"),
     ({"runs": {"x": 3}}, TypeError, r"runs\['x'\] must be callable"),
-    ({"runs": {"x": lambda: None}, "rounds": 0}, ValueError, "rounds must be an int >= 1"),
+    ({"runs": {"x": lambda: None}, "rounds": 0}, ValueError, "rounds must be at least 1, got 0"),
     ({"runs": {"x": lambda: None}, "inner": 1.5}, TypeError, "inner must be an int"),
-    ({"runs": {"x": lambda: None}, "warmup": -1}, ValueError, "warmup must be an int >= 0"),
+    ({"runs": {"x": lambda: None}, "rounds": True}, TypeError, "rounds must be an int, got bool"),
+    ({"runs": {"x": lambda: None}, "warmup": -1}, ValueError, "warmup must be at least 0, got -1"),
     ({"runs": {"x": lambda: None}, "clock": "cpu"}, ValueError, "clock must be one of"),
     ({"runs": {"x": lambda: None}, "summary": "mean"}, ValueError, "summary must be one of"),
 ])
@@ -106,7 +110,7 @@ def test_time_in_turns_rejects_bad_input(kwargs: dict, error: type, match: str) 
 
 @pytest.mark.parametrize(("args", "error", "match"), [
     ((0.0,), ValueError, "ratio must be a finite number > 0"),
-    ((float("nan"),), ValueError, "ratio must be a finite number > 0"),
+    ((float("nan"),), ValueError, "ratio must be finite"),
     ((True,), TypeError, "ratio must be a real number"),
     ((2.0, ""), TypeError, "faster must be a non-empty str"),
 ])

@@ -19,13 +19,19 @@ average over keys it was told to ignore.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from ._validate import (
+    broadcast_batch,
+    check_mask,
+    check_qkv,
+    require_tensor,
+    scale_factor,
+)
 
 __all__ = [
     "AttentionOutput",
@@ -34,6 +40,13 @@ __all__ = [
     "masked_softmax",
     "raw_self_attention",
 ]
+
+# Old private names that efficient.py, training.py and diagrams.py still import from here:
+# the checks now live in attnbook._validate. Remove these once those modules import from it.
+_batch_shape = broadcast_batch
+_check_inputs = check_qkv
+_check_scale = scale_factor
+_require_tensor = require_tensor
 
 
 class AttentionOutput(NamedTuple):
@@ -45,90 +58,6 @@ class AttentionOutput(NamedTuple):
 
     output: Tensor
     weights: Tensor | None
-
-
-def _require_tensor(name: str, value: object) -> Tensor:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    return value
-
-
-def _batch_shape(*shapes: tuple[int, ...], names: str) -> torch.Size:
-    try:
-        return torch.broadcast_shapes(*shapes)
-    except RuntimeError:
-        raise ValueError(
-            f"the batch dimensions of {names} do not broadcast: got "
-            + ", ".join(str(tuple(s)) for s in shapes)
-        ) from None
-
-
-def check_mask(mask: object, L: int, S: int, name: str = "mask") -> Tensor:
-    """Check that ``mask`` is a boolean tensor broadcastable to ``(..., L, S)``.
-
-    Raises:
-        TypeError: if ``mask`` is not a tensor or not boolean (the message says how to
-            convert a 0/1 or additive float mask).
-        ValueError: if its last two dimensions cannot broadcast to ``(L, S)``.
-    """
-    mask = _require_tensor(name, mask)
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}. "
-            f"A 0/1 mask converts with `{name}.bool()`; an additive mask of 0 and -inf "
-            f"converts with `{name} == 0`."
-        )
-    if mask.dim() < 2:
-        raise ValueError(
-            f"{name} must have at least 2 dimensions broadcastable to (..., L, S) = "
-            f"(..., {L}, {S}), got shape {tuple(mask.shape)}"
-        )
-    rows, cols = mask.shape[-2:]
-    if rows not in (1, L) or cols not in (1, S):
-        raise ValueError(
-            f"{name} of shape {tuple(mask.shape)} does not broadcast to (..., L, S) = "
-            f"(..., {L}, {S})"
-        )
-    return mask
-
-
-def _check_inputs(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
-    q = _require_tensor("q", q)
-    k = _require_tensor("k", k)
-    v = _require_tensor("v", v)
-    for name, t, letters in (("q", q, "(..., L, E)"), ("k", k, "(..., S, E)"),
-                             ("v", v, "(..., S, Ev)")):
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape {letters}, got shape {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(
-            f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size E: q has shape {tuple(q.shape)} "
-            f"(E={q.shape[-1]}), k has shape {tuple(k.shape)} (E={k.shape[-1]})"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length S: k has shape {tuple(k.shape)} "
-            f"(S={k.shape[-2]}), v has shape {tuple(v.shape)} (S={v.shape[-2]})"
-        )
-    if k.shape[-2] == 0:
-        raise ValueError(f"k must hold at least one key (S >= 1), got shape {tuple(k.shape)}")
-    return q, k, v
-
-
-def _check_scale(scale: object, E: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(E)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__}")
-    if not math.isfinite(float(scale)):
-        raise ValueError(f"scale must be finite, got {scale}")
-    return float(scale)
 
 
 def attention_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
@@ -198,15 +127,15 @@ def attention(
             a scale that is not a number.
         ValueError: shapes that do not fit together, a mask that does not broadcast.
     """
-    q, k, v = _check_inputs(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     L, S = q.shape[-2], k.shape[-2]
     batch_shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if mask is not None:
         mask = check_mask(mask, L, S)
         batch_shapes.append(mask.shape[:-2])
-    batch = _batch_shape(*batch_shapes,
-                         names="q, k, v" + (" and mask" if mask is not None else ""))
-    scale = _check_scale(scale, q.shape[-1])
+    batch = broadcast_batch(*batch_shapes,
+                            names="q, k, v" + (" and mask" if mask is not None else ""))
+    scale = scale_factor(scale, q.shape[-1])
     if not isinstance(return_weights, bool):
         raise TypeError(f"return_weights must be a bool, got {type(return_weights).__name__}")
 
@@ -244,7 +173,7 @@ def raw_self_attention(x: Tensor) -> AttentionOutput:
     Returns:
         ``AttentionOutput`` with output ``(..., n, E)`` and weights ``(..., n, n)``.
     """
-    x = _require_tensor("x", x)
+    x = require_tensor("x", x)
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., n, E), got shape {tuple(x.shape)}")
     if not x.is_floating_point():

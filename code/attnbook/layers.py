@@ -8,36 +8,10 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .attention import AttentionOutput, _require_tensor, attention, check_mask
+from ._validate import check_mask, layer_input, require_int, require_tensor
+from .attention import AttentionOutput, attention
 
 __all__ = ["MultiHeadAttention", "SelfAttention", "SimpleAttention"]
-
-
-def _require_positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
-
-
-def _check_width(name: str, x: object, width: int, dtype, *, batched: bool = False) -> Tensor:
-    """Check a layer input: a float tensor ``(..., L, width)`` in the layer's dtype."""
-    x = _require_tensor(name, x)
-    letters = "(B, L, d_model)" if batched else "(..., L, n_embd)"
-    if (batched and x.dim() != 3) or x.dim() < 2:
-        raise ValueError(f"{name} must have shape {letters}, got shape {tuple(x.shape)}")
-    if x.shape[-1] != width:
-        raise ValueError(
-            f"{name} has width {x.shape[-1]} (shape {tuple(x.shape)}) but the layer "
-            f"expects {width}"
-        )
-    if x.dtype != dtype:
-        raise TypeError(
-            f"{name} has dtype {x.dtype} but the layer's parameters are {dtype}; "
-            f"convert one with .to()"
-        )
-    return x
 
 
 class SimpleAttention(nn.Module):
@@ -53,14 +27,14 @@ class SimpleAttention(nn.Module):
 
     def __init__(self, n_embd: int) -> None:
         super().__init__()
-        self.n_embd = _require_positive("n_embd", n_embd)
+        self.n_embd = n_embd = require_int("n_embd", n_embd)
         self.query = nn.Linear(n_embd, n_embd)
         self.key = nn.Linear(n_embd, n_embd)
         self.value = nn.Linear(n_embd, n_embd)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> AttentionOutput:
         """``x``: ``(B, L, n_embd)`` -> output ``(B, L, n_embd)``, weights ``(B, L, L)``."""
-        x = _check_width("x", x, self.n_embd, self.query.weight.dtype)
+        x = layer_input("x", x, self.n_embd, self.query.weight.dtype)
         q, k, v = self.query(x), self.key(x), self.value(x)  # each (B, L, n_embd)
         return attention(q, k, v, mask, scale=1.0)
 
@@ -79,8 +53,8 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_model: int, d_k: int | None = None, *, bias: bool = True) -> None:
         super().__init__()
-        self.d_model = _require_positive("d_model", d_model)
-        self.d_k = d_model if d_k is None else _require_positive("d_k", d_k)
+        self.d_model = d_model = require_int("d_model", d_model)
+        self.d_k = d_model if d_k is None else require_int("d_k", d_k)
         self.query = nn.Linear(d_model, self.d_k, bias=bias)
         self.key = nn.Linear(d_model, self.d_k, bias=bias)
         self.value = nn.Linear(d_model, self.d_k, bias=bias)
@@ -88,7 +62,7 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None, *,
                 return_weights: bool = True) -> AttentionOutput:
         """``x``: ``(B, L, d_model)`` -> output ``(B, L, d_k)``, weights ``(B, L, L)``."""
-        x = _check_width("x", x, self.d_model, self.query.weight.dtype)
+        x = layer_input("x", x, self.d_model, self.query.weight.dtype)
         q, k, v = self.query(x), self.key(x), self.value(x)  # each (B, L, d_k)
         return attention(q, k, v, mask, return_weights=return_weights)
 
@@ -111,8 +85,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, *, bias: bool = True) -> None:
         super().__init__()
-        self.d_model = _require_positive("d_model", d_model)
-        self.num_heads = _require_positive("num_heads", num_heads)
+        self.d_model = d_model = require_int("d_model", d_model)
+        self.num_heads = num_heads = require_int("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(
                 f"num_heads={num_heads} does not divide d_model={d_model}: each head "
@@ -126,7 +100,7 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(..., L, d_model)`` -> ``(..., h, L, d_head)``: a view, then a transpose."""
-        x = _require_tensor("x", x)
+        x = require_tensor("x", x)
         if x.dim() < 2 or x.shape[-1] != self.d_model:
             raise ValueError(
                 f"x must have shape (..., L, d_model={self.d_model}), got {tuple(x.shape)}"
@@ -136,7 +110,7 @@ class MultiHeadAttention(nn.Module):
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(..., h, L, d_head)`` -> ``(..., L, d_model)``, the inverse of ``split_heads``."""
-        x = _require_tensor("x", x)
+        x = require_tensor("x", x)
         if x.dim() < 3 or x.shape[-3] != self.num_heads or x.shape[-1] != self.d_head:
             raise ValueError(
                 f"x must have shape (..., h={self.num_heads}, L, d_head={self.d_head}), "
@@ -170,10 +144,10 @@ class MultiHeadAttention(nn.Module):
             ``(B, h, L, S)``.
         """
         dtype = self.q_proj.weight.dtype
-        query = _check_width("query", query, self.d_model, dtype, batched=True)
-        key = query if key is None else _check_width("key", key, self.d_model, dtype,
+        query = layer_input("query", query, self.d_model, dtype, batched=True)
+        key = query if key is None else layer_input("key", key, self.d_model, dtype,
                                                      batched=True)
-        value = key if value is None else _check_width("value", value, self.d_model, dtype,
+        value = key if value is None else layer_input("value", value, self.d_model, dtype,
                                                        batched=True)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(

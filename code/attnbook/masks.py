@@ -12,37 +12,42 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from ._validate import require_int
+
 __all__ = ["causal_mask", "padding_mask"]
 
-
-def _require_count(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
+# The old private name, which efficient.py and training.py still import from here; the check
+# now lives in attnbook._validate. Remove it once those modules import from there.
+_require_count = require_int
 
 
-def causal_mask(L: int, S: int | None = None, *, device: torch.device | str | None = None
-                ) -> Tensor:
-    """The causal mask: query ``i`` may attend to keys ``0..i`` (the diagonal included).
+def causal_mask(L: int, S: int | None = None, *, offset: int = 0,
+                device: torch.device | str | None = None) -> Tensor:
+    """The causal mask: query ``i`` may attend to keys ``0..i + offset``.
+
+    With the default ``offset=0`` each query sees itself and the keys before it. A positive
+    ``offset`` lets query ``i`` see ``offset`` keys past its own position: with a cache of
+    ``S`` keys and the last ``L`` queries, ``offset=S - L`` puts query ``i`` at position
+    ``S - L + i``.
 
     Args:
         L: number of queries.
         S: number of keys; defaults to ``L``.
+        offset: how far past key ``i`` query ``i`` may see (any int; a negative offset
+            leaves the first rows with no key).
         device: where to create the mask.
 
     Returns:
-        A boolean tensor of shape ``(L, S)``, the lower triangle with the diagonal, the
-        same as ``torch.ones(L, S).tril().bool()``.
+        A boolean tensor of shape ``(L, S)``, ``True`` where ``j <= i + offset``.
 
     Raises:
-        TypeError: if ``L`` or ``S`` is not an int.
+        TypeError: if ``L``, ``S`` or ``offset`` is not an int.
         ValueError: if ``L`` or ``S`` is smaller than 1.
     """
-    L = _require_count("L", L)
-    S = L if S is None else _require_count("S", S)
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
+    L = require_int("L", L)
+    S = L if S is None else require_int("S", S)
+    offset = require_int("offset", offset, minimum=None)
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(offset)  # (L, S)
 
 
 def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) -> Tensor:
@@ -93,7 +98,7 @@ def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) ->
             raise ValueError("lengths is empty: pass max_len to say how long the mask is")
         max_len = max(values)
     else:
-        max_len = _require_count("max_len", max_len, minimum=0)
+        max_len = require_int("max_len", max_len, minimum=0)
         too_long = [n for n in values if n > max_len]
         if too_long:
             raise ValueError(f"lengths {too_long} exceed max_len={max_len}")

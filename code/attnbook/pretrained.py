@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ._validate import require_int, require_tensor
+
 __all__ = [
     "DEFAULT_MODEL",
     "ENV_VAR",
@@ -32,6 +34,7 @@ __all__ = [
     "attention_maps",
     "contextual_embeddings",
     "load_model",
+    "nearest_rows",
     "nearest_tokens",
     "token_embeddings",
 ]
@@ -205,6 +208,46 @@ def attention_maps(text: str, model: PretrainedModel | str | None = None
     return weights.float(), tokens
 
 
+def nearest_rows(table: Tensor, query: Tensor, k: int, exclude: int | None = None
+                 ) -> tuple[Tensor, Tensor]:
+    """The ``k`` rows of ``table`` with the largest cosine to ``query``, most similar first.
+
+    Args:
+        table: ``(V, E)``, one vector per row (an embedding table, for instance).
+        query: ``(E,)``.
+        k: how many rows to return.
+        exclude: a row to leave out (the query's own row), or ``None``.
+
+    Returns:
+        ``(ids, cosines)``: the row ids ``(k,)`` and their cosines ``(k,)``, largest first.
+
+    Raises:
+        TypeError: for a table or query that is not a floating-point tensor, or a non-int
+            ``k`` or ``exclude``.
+        ValueError: for shapes that do not fit, ``k`` outside ``1 .. V`` (``1 .. V - 1``
+            with ``exclude``), or ``exclude`` outside ``0 .. V - 1``.
+    """
+    for name, tensor, dim, letters in (("table", table, 2, "(V, E)"),
+                                       ("query", query, 1, "(E,)")):
+        tensor = require_tensor(name, tensor)
+        if not tensor.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
+        if tensor.dim() != dim:
+            raise ValueError(f"{name} must have shape {letters}, got {tuple(tensor.shape)}")
+    V, E = table.shape
+    if query.shape[0] != E:
+        raise ValueError(f"query must have shape ({E},) to match table {tuple(table.shape)}, "
+                         f"got {tuple(query.shape)}")
+    if exclude is not None:
+        exclude = require_int("exclude", exclude, minimum=0, maximum=V - 1)
+    k = require_int("k", k, minimum=1, maximum=V - (exclude is not None))
+    cosines = torch.nn.functional.cosine_similarity(table, query[None, :], dim=1)  # (V,)
+    if exclude is not None:
+        cosines[exclude] = float("-inf")
+    values, ids = cosines.topk(k)  # (k,), (k,)
+    return ids, values
+
+
 def nearest_tokens(vector_or_token: Tensor | str, k: int = 10,
                    model: PretrainedModel | str | None = None) -> list[tuple[str, float]]:
     """The ``k`` rows of the embedding table closest to a vector or token, by cosine.
@@ -215,7 +258,8 @@ def nearest_tokens(vector_or_token: Tensor | str, k: int = 10,
         k: how many neighbours to return.
 
     Returns:
-        ``[(token, cosine), ...]``, most similar first; cosines are Python floats.
+        ``[(token, cosine), ...]``, most similar first; cosines are Python floats. The
+        arithmetic is :func:`nearest_rows` on the model's embedding table.
 
     Raises:
         TypeError: for a query that is neither a string nor a tensor, or a non-int ``k``.
@@ -224,10 +268,7 @@ def nearest_tokens(vector_or_token: Tensor | str, k: int = 10,
     """
     loaded = _resolve(model)
     table = loaded.embedding_table.float()  # (V, E)
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if not 1 <= k < table.shape[0]:
-        raise ValueError(f"k must be between 1 and {table.shape[0] - 1}, got {k}")
+    k = require_int("k", k, minimum=1, maximum=table.shape[0] - 1)
     exclude = None
     if isinstance(vector_or_token, str):
         pieces = loaded.tokenizer.tokenize(vector_or_token)
@@ -250,9 +291,6 @@ def nearest_tokens(vector_or_token: Tensor | str, k: int = 10,
             f"vector_or_token must be a string or a torch.Tensor, got "
             f"{type(vector_or_token).__name__}"
         )
-    cosines = torch.nn.functional.cosine_similarity(table, query[None, :], dim=1)  # (V,)
-    if exclude is not None:
-        cosines[exclude] = float("-inf")
-    values, ids = cosines.topk(k)
+    ids, cosines = nearest_rows(table, query, k, exclude)
     names = loaded.tokenizer.convert_ids_to_tokens(ids.tolist())
-    return [(name, float(value)) for name, value in zip(names, values, strict=True)]
+    return [(name, float(value)) for name, value in zip(names, cosines, strict=True)]

@@ -16,14 +16,14 @@ module is the one place the chapters and ``benchmarks/`` take their timings from
 from __future__ import annotations
 
 import gc
-import math
-import numbers
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
+
+from ._validate import require_choice, require_int, require_real
 
 __all__ = ["one_thread", "time_in_turns", "times_phrase"]
 
@@ -35,20 +35,6 @@ _SUMMARIES: dict[str, Callable[[list[float]], float]] = {
     "median": statistics.median,  # robust to a few slow rounds
     "min": min,  # the best the machine managed: noise only ever adds time
 }
-
-
-def _require_count(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
-    return int(value)
-
-
-def _require_choice(name: str, value: object, choices: Mapping[str, object]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-    return value
 
 
 @contextmanager
@@ -97,11 +83,11 @@ def time_in_turns(runs: Mapping[str, Callable[[], object]], *, rounds: int = 5,
     for name, run in runs.items():
         if not callable(run):
             raise TypeError(f"runs[{name!r}] must be callable, got {type(run).__name__}")
-    rounds = _require_count("rounds", rounds, minimum=1)
-    inner = _require_count("inner", inner, minimum=1)
-    warmup = _require_count("warmup", warmup, minimum=0)
-    now = _CLOCKS[_require_choice("clock", clock, _CLOCKS)]
-    summarise = _SUMMARIES[_require_choice("summary", summary, _SUMMARIES)]
+    rounds = require_int("rounds", rounds)
+    inner = require_int("inner", inner)
+    warmup = require_int("warmup", warmup, minimum=0)
+    now = require_choice("clock", clock, _CLOCKS)
+    summarise = require_choice("summary", summary, _SUMMARIES)
 
     for run in runs.values():
         for _ in range(warmup):
@@ -132,15 +118,14 @@ def times_phrase(ratio: float, faster: str = "faster", slower: str = "slower",
     ``ratio`` is the other method's time over this one's: above 1, this one was faster.
     ``faster``, ``slower`` and ``same`` replace the words (for example "cheaper").
     """
-    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
-        raise TypeError(f"ratio must be a real number, got {type(ratio).__name__}")
-    if not (math.isfinite(float(ratio)) and ratio > 0):
+    ratio = require_real("ratio", ratio)
+    if ratio <= 0:
         raise ValueError(f"ratio must be a finite number > 0, got {ratio}")
     for name, word in (("faster", faster), ("slower", slower), ("same", same)):
         if not isinstance(word, str) or not word:
             raise TypeError(f"{name} must be a non-empty str, got {word!r}")
-    digits = _require_count("digits", digits, minimum=0)
-    factor, word = (float(ratio), faster) if ratio >= 1 else (1 / float(ratio), slower)
+    digits = require_int("digits", digits, minimum=0)
+    factor, word = (ratio, faster) if ratio >= 1 else (1 / ratio, slower)
     if round(factor, digits) == 1:
         return same
     return f"{factor:.{digits}f} times {word}"

@@ -1,11 +1,13 @@
-"""Reference solution of exercises/causal_masks: the package's masked softmax."""
+"""Solution of exercises/causal_masks, written from scratch in plain torch."""
 
 from __future__ import annotations
 
 import torch
 
-from attnbook.attention import masked_softmax
-
 
 def my_masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return masked_softmax(scores, mask)
+    """Masked row softmax, True = may attend; a row with no allowed key gives zeros."""
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
+    keep = mask | ~has_key  # empty rows keep every score, so their softmax stays finite
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    return weights.masked_fill(~mask, 0.0)

@@ -1,16 +1,18 @@
-"""Reference solution of exercises/multi_head_attention: the package's split and merge."""
+"""Solution of exercises/multi_head_attention, written from scratch in plain torch."""
 
 from __future__ import annotations
 
 import torch
 
-from attnbook.layers import MultiHeadAttention
-
 
 def my_split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    return MultiHeadAttention(x.shape[-1], num_heads).split_heads(x)  # (B, h, L, d_head)
+    """(B, L, d_model) -> (B, h, L, d_head): head i holds features i·d_head .. of each token."""
+    B, L, d_model = x.shape
+    x = x.reshape(B, L, num_heads, d_model // num_heads)  # (B, L, h, d_head)
+    return x.transpose(1, 2)  # (B, h, L, d_head)
 
 
 def my_merge_heads(heads: torch.Tensor) -> torch.Tensor:
-    num_heads, d_head = heads.shape[-3], heads.shape[-1]
-    return MultiHeadAttention(num_heads * d_head, num_heads).merge_heads(heads)  # (B, L, d)
+    """(B, h, L, d_head) -> (B, L, h·d_head), the inverse of my_split_heads."""
+    B, h, L, d_head = heads.shape
+    return heads.transpose(1, 2).reshape(B, L, h * d_head)  # (B, L, d_model)

@@ -1,14 +1,15 @@
-"""Reference solution of exercises/static_embeddings: the arithmetic of nearest_tokens."""
+"""Solution of exercises/static_embeddings, written from scratch in plain torch."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def nearest_by_cosine(table: torch.Tensor, query: torch.Tensor, k: int,
                       exclude: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    cosines = F.cosine_similarity(table, query[None, :], dim=1)  # (n_vocab,)
+    """The ids (k,) and cosines (k,) of the k rows of table (V, E) closest to query (E,)."""
+    unit_rows = table / table.norm(dim=1, keepdim=True)  # (V, E)
+    cosines = unit_rows @ (query / query.norm())  # (V,)
     if exclude is not None:
         cosines[exclude] = float("-inf")
     values, ids = cosines.topk(k)

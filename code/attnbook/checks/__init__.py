@@ -1,0 +1,64 @@
+"""Checkers for the book's "implement" exercises and for the problem set in ``exercises/``.
+
+Each checker runs the reader's function or class on several seeded inputs and compares what
+comes back with the package's own implementation. It ends in one of two ways:
+
+- every check passes: it prints one line, ``✓ check_stable_softmax: all 8 checks passed.``
+- a check fails: it raises :class:`ExerciseCheckError` (an ``AssertionError``) whose message
+  names the failing check, what was expected, what came back (shapes, dtypes, a few values,
+  the largest difference) and a hint. An exception raised by the reader's own code is reported
+  as theirs, with its type, its message and the line of their code that raised it, and chained
+  to it so a full traceback still shows that line. In IPython and Jupyter the error is shown
+  as its message alone, without the checkers' own frames.
+
+An argument of the wrong kind (a class or a number where a function is wanted) gets a
+``TypeError`` that names it, before any check runs.
+
+The checkers never change what they are given: the reader's functions get fresh copies of the
+inputs (and a check fails if they change them in place), and a module is copied, never trained
+or modified. Random inputs come from seeded generators, and the global random state is left as
+it was.
+
+One checker per chapter, named after what it checks, in a module named after the chapter
+(:mod:`attnbook.checks.harness` holds what they share):
+
+- ``static-embeddings``: :func:`check_nearest_by_cosine` on
+  ``nearest_by_cosine(table, query, k, exclude=None)``
+- ``dot-product-similarity``: :func:`check_batched_raw_attention` on
+  ``batched_raw_attention(x)``
+- ``scaling``: :func:`check_stable_softmax` on ``my_softmax(scores)``
+- ``attention-maps``: :func:`check_row_entropy` on ``row_entropy(weights)``
+- ``pytorch-implementation``: :func:`check_simple_attention` on the class
+  ``MySimpleAttention``
+- ``causal-masks``: :func:`check_masked_softmax` on ``my_masked_softmax(scores, mask)``
+- ``multi-head-attention``: :func:`check_split_merge_heads` on ``my_split_heads(x, num_heads)``
+  and ``my_merge_heads(heads)``
+- ``training-attention``: :func:`check_repeat_pattern` on ``repeat_pattern(L, period)``
+- ``efficient-attention``: :func:`check_online_normalizer` on ``online_normalizer(stream)``
+"""
+
+from __future__ import annotations
+
+from .attention_maps import check_row_entropy
+from .causal_masks import check_masked_softmax
+from .dot_product_similarity import check_batched_raw_attention
+from .efficient_attention import check_online_normalizer
+from .harness import ExerciseCheckError
+from .multi_head_attention import check_split_merge_heads
+from .pytorch_implementation import check_simple_attention
+from .scaling import check_stable_softmax
+from .static_embeddings import check_nearest_by_cosine
+from .training_attention import check_repeat_pattern
+
+__all__ = [
+    "ExerciseCheckError",
+    "check_batched_raw_attention",
+    "check_masked_softmax",
+    "check_nearest_by_cosine",
+    "check_online_normalizer",
+    "check_repeat_pattern",
+    "check_row_entropy",
+    "check_simple_attention",
+    "check_split_merge_heads",
+    "check_stable_softmax",
+]

@@ -1,0 +1,164 @@
+"""The checker of the chapter ``efficient-attention``: :func:`check_online_normalizer`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from .._validate import require_function
+from .harness import (
+    Checks,
+    as_scalar,
+    call_reader,
+    expect_close,
+    expect_number,
+    expect_pair,
+    name_of,
+    randn,
+    values,
+)
+
+# pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
+__tracebackhide__ = True
+__all__ = ["check_online_normalizer"]
+
+
+_ONLINE_OVERFLOW_HINT = (
+    "exp overflowed: e^z does not fit in a float once z is above about 709. Exponentiate "
+    "only z - m, with m the running maximum, so that no term exceeds 1."
+)
+_LOW_PRECISION_HINT = (
+    "the scores are Python floats, that is float64; a float32 tensor such as "
+    "`torch.tensor(z)` rounds them. Compute with `math.exp` and `max`, or in torch.float64."
+)
+
+
+def _online_normalizer_hint(error: Exception) -> str | None:
+    message = str(error)
+    if isinstance(error, OverflowError):
+        return _ONLINE_OVERFLOW_HINT
+    if isinstance(error, TypeError) and any(
+            text in message for text in ("len()", "subscriptable", "reversed")):
+        return ("the scores arrive as an iterator: read them once, in order, with "
+                "`for z in stream:`. It has no length and no indexing, and it cannot go back.")
+    if isinstance(error, TypeError) and "Tensor" in message:
+        return ("the scores are Python floats: use `math.exp` and `max`, not `torch.exp` "
+                "and `torch.maximum` (or turn each one into a float64 tensor first).")
+    if isinstance(error, ValueError) and "empty" in message:
+        return ("the stream can be read only once: after `max(stream)` nothing is left. "
+                "Keep the maximum and the sum up to date in one loop.")
+    return None
+
+
+def _without_rescaling(row: Tensor) -> Tensor:
+    """``ell`` when the old terms are never rescaled: ``sum_j exp(z_j - max(z_0..z_j))``."""
+    return torch.exp(row - row.cummax(0).values).sum()
+
+
+def _rescaled_upwards(scores: Sequence[float]) -> float:
+    """``ell`` when the rescaling factor is ``exp(m_new - m_old)`` instead of its inverse."""
+    m, ell = -math.inf, 0.0
+    for z in scores:
+        m_new = max(m, z)
+        ell = (ell * math.exp(m_new - m) if ell else 0.0) + math.exp(z - m_new)
+        m = m_new
+    return ell
+
+
+def check_online_normalizer(normalizer_fn: Callable) -> None:
+    """Check ``normalizer_fn(stream) -> (m, ell)``: the one-pass online normaliser.
+
+    The exercise of the chapter ``efficient-attention`` (Milakov and Gimelshein's online
+    softmax): ``stream`` is an iterator over the scores ``z_j`` of one row, Python floats,
+    which can be read only once; the answer is the pair of numbers ``m = max_j z_j`` and
+    ``ell = sum_j exp(z_j - m)``. Then ``exp(z_j - m) / ell`` is the softmax and
+    ``m + log(ell)`` the log-sum-exp of the row, which are compared with
+    :func:`torch.softmax` and :func:`torch.logsumexp`.
+
+    Checks rows of 1 to 1000 scores (random, rising so that the maximum moves at every
+    step, falling, all equal), scores near 1000 and of order 1e4 where ``exp(z)`` overflows,
+    scores all below -1000, and masked scores ``-inf`` after the first one. A row whose
+    every score is ``-inf`` has no maximum and is not checked.
+    """
+    normalizer_fn = require_function("normalizer_fn", normalizer_fn)
+    checks = Checks("check_online_normalizer", _online_normalizer_hint)
+    call = f"{name_of(normalizer_fn)}(stream)"
+    pair_hint = "return the pair `(m, ell)` of two numbers, for instance `return m, ell`."
+
+    def run(row: Tensor) -> None:
+        row = row.double()  # (S,)
+        scores = row.tolist()
+        result = call_reader(call, normalizer_fn, (z for z in scores), names=("stream",))
+        got_m, got_ell = expect_pair(call, result, "m", "ell")
+        low = [isinstance(v, Tensor) and v.is_floating_point() and v.dtype != torch.float64
+               for v in (got_m, got_ell)]
+        got_m = as_scalar("m", got_m, pair_hint)
+        got_ell = as_scalar("ell", got_ell, pair_hint)
+        m = float(row.max())
+        ell = float(torch.exp(row - m).sum())
+        note = f"the row: {len(scores)} scores {values(scores)}"
+        expect_number(
+            "m", got_m, m, atol=1e-12, rtol=1e-12, note=note,
+            hint=_LOW_PRECISION_HINT if low[0] else
+            "m is the largest score of the row: update it with every score, "
+            "`m = max(m, z)`, starting from float('-inf').",
+            nan_hint="start m at float('-inf') and update it with `m = max(m, z)`: it is "
+                     "then the largest score, finite as soon as one score is.",
+            mistakes=[
+                ("return the pair (m, ell) in that order: the maximum first, then the sum.",
+                 lambda: ell),
+                ("start the running maximum at float('-inf'), not 0: when every score is "
+                 "negative, 0 is above all of them.", lambda: max(m, 0.0)),
+                ("m must be the maximum of all the scores: update it with every score, "
+                 "`m = max(m, z)`, not only with the first.", lambda: scores[0]),
+                ("m is the running maximum, not the last score read: `m = max(m, z)`.",
+                 lambda: scores[-1])])
+        expect_number(
+            "ell", got_ell, ell, atol=1e-12, rtol=1e-9, note=note,
+            hint=_LOW_PRECISION_HINT if low[1] else
+            "ell is the sum of exp(z_j - m) over the whole row, with m the final maximum.",
+            nan_hint=_ONLINE_OVERFLOW_HINT,
+            mistakes=[
+                ("ell is 0: the stream can be read only once, and a second loop over it sees "
+                 "nothing. Update m and ell together, in one loop.", lambda: 0.0),
+                ("when a score beats the maximum, rescale the sum so far: "
+                 "`ell = ell * exp(m_old - m_new) + exp(z - m_new)`. Without it the old "
+                 "terms stay relative to the old maximum.", lambda: _without_rescaling(row)),
+                ("the rescaling factor is exp(m_old - m_new), at most 1: the old terms "
+                 "shrink when the maximum rises.", lambda: _rescaled_upwards(scores)),
+                ("ell is the sum of exp(z_j - m), relative to the maximum m, not of "
+                 "exp(z_j): that is what keeps every term at most 1.",
+                 lambda: torch.exp(row).sum())])
+        # What (m, ell) are for: the softmax and the log-sum-exp of the row.
+        expect_close("the softmax exp(z - m) / ell", torch.exp(row - got_m) / got_ell,
+                     torch.softmax(row, dim=0), atol=1e-12, rtol=1e-9, note=note,
+                     hint="the weights exp(z_j - m) / ell must be torch.softmax of the row.")
+        expect_number("the log-sum-exp m + log(ell)", got_m + math.log(got_ell),
+                      float(torch.logsumexp(row, dim=0)), atol=1e-9, rtol=1e-12, note=note,
+                      hint="m + log(ell) must be torch.logsumexp of the row.",
+                      nan_hint="m + log(ell) must be torch.logsumexp of the row.")
+
+    with checks.case("100 random scores, randn (100,)"):
+        run(randn(100, seed=81, dtype=torch.float64))
+    with checks.case("a single score: m = z and ell = 1"):
+        run(torch.tensor([0.7]))
+    with checks.case("20 rising scores: the maximum moves at every step"):
+        run(torch.linspace(-3.0, 6.0, 20, dtype=torch.float64))
+    with checks.case("20 falling scores: the maximum never moves after the first"):
+        run(torch.linspace(6.0, -3.0, 20, dtype=torch.float64))
+    with checks.case("5 equal scores 2.0: ell = 5"):
+        run(torch.full((5,), 2.0, dtype=torch.float64))
+    with checks.case("100 scores near 1000, 1000 + randn (100,): exp(z) overflows"):
+        run(1000.0 + randn(100, seed=82, dtype=torch.float64))
+    with checks.case("1000 huge scores, 1e4 · randn (1000,)"):
+        run(randn(1000, seed=83, dtype=torch.float64, scale=1e4))
+    with checks.case("very negative scores, -2000 + randn (50,)"):
+        run(-2000.0 + randn(50, seed=84, dtype=torch.float64))
+    with checks.case("masked keys: scores of -inf after the first score"):
+        scores = randn(8, seed=85, dtype=torch.float64)
+        scores[[1, 4, 5, 7]] = -math.inf
+        run(scores)
+    checks.passed()

@@ -1,0 +1,369 @@
+"""The harness every checker runs in: numbered checks, messages a reader can act on.
+
+A checker opens ``checks = Checks("check_x", error_hint)`` and runs each check inside
+``with checks.case(title):``. In a check it calls the reader's code through
+:func:`call_reader` (their exception becomes a report of their line; changing an argument in
+place fails) and compares with :func:`expect_close`, :func:`expect_pair` or
+:func:`expect_number`, which raise :class:`Mismatch` with what was expected, what came back and
+a hint; a list of known mistakes (:data:`Mistake`) picks the hint that explains the
+difference. ``checks.case`` turns either failure into an :class:`ExerciseCheckError` whose
+message names the check; ``checks.passed()`` prints the one line of success.
+
+Importing this module also makes IPython and Jupyter show an :class:`ExerciseCheckError` as
+its message alone (:func:`show_briefly_in_ipython`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+# pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
+__tracebackhide__ = True
+
+
+class ExerciseCheckError(AssertionError):
+    """A reader's solution failed a check. The message says which check, what was expected,
+    what came back, and gives a hint."""
+
+
+#: A known wrong answer: what the mistake is (the hint), and a function computing its output.
+Mistake = tuple[str, Callable[[], Tensor]]
+
+TOLERANCE = {  # (atol, rtol) when the reader's arithmetic may differ from the package's
+    torch.float16: (2e-3, 1e-2),
+    torch.float32: (1e-5, 1e-4),
+    torch.float64: (1e-10, 1e-8),
+}
+
+_NOT_IMPLEMENTED_HINT = (
+    "replace the `raise NotImplementedError(...)` line with your implementation."
+)
+_IN_PLACE_HINT = (
+    "work out of place: write `scores = scores - m` rather than `scores -= m`, and "
+    "`masked_fill` rather than `masked_fill_`. The caller still needs its tensor."
+)
+_DTYPE_HINT = (
+    "return the dtype you were given (float16 in, float16 out): avoid `.float()`, "
+    "`.double()` or float64 tensors on the way."
+)
+
+
+class Mismatch(Exception):
+    """One check found a wrong result (becomes an :class:`ExerciseCheckError`)."""
+
+    def __init__(self, headline: str, details: Sequence[str] = (), hint: str = "") -> None:
+        super().__init__(headline)
+        self.headline = headline
+        self.details = list(details)
+        self.hint = hint
+
+
+class _ReaderRaised(Exception):
+    """The reader's code raised ``error`` while doing ``call``."""
+
+    def __init__(self, call: str, error: Exception) -> None:
+        super().__init__(call)
+        self.call = call
+        self.error = error
+
+
+class Checks:
+    """Numbers the checks of one checker and turns their failures into messages."""
+
+    def __init__(self, checker: str,
+                 error_hint: Callable[[Exception], str | None] = lambda error: None) -> None:
+        self.checker = checker
+        self.error_hint = error_hint
+        self.count = 0
+
+    def case(self, title: str) -> _Case:
+        """``with checks.case(title): ...`` runs one check."""
+        self.count += 1
+        return _Case(f"{self.checker}: check {self.count} ({title})", self.error_hint)
+
+    def passed(self) -> None:
+        print(f"✓ {self.checker}: all {self.count} checks passed.")
+
+
+class _Case:
+    """One check: a failure inside it becomes an :class:`ExerciseCheckError`."""
+
+    def __init__(self, where: str, error_hint: Callable[[Exception], str | None]) -> None:
+        self.where = where
+        self.error_hint = error_hint
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, failure: BaseException | None,
+                 traceback: object) -> bool:
+        if isinstance(failure, _ReaderRaised):
+            error = failure.error
+            if isinstance(error, NotImplementedError):
+                hint = _NOT_IMPLEMENTED_HINT
+            else:
+                hint = self.error_hint(error) or (
+                    "the line above is where your code raised it; call your function on "
+                    "a small input to see the whole traceback."
+                )
+            raised_at = _reader_line(error)
+            raise ExerciseCheckError(
+                f"{self.where}: {failure.call} raised {type(error).__name__}: {error}\n"
+                + (f"  at {raised_at}\n" if raised_at else "")
+                + f"  hint: {hint}"
+            ) from error
+        if isinstance(failure, Mismatch):
+            lines = [f"{self.where} failed: {failure.headline}"]
+            lines += [f"  {line}" for line in failure.details]
+            if failure.hint:
+                lines.append(f"  hint: {failure.hint}")
+            raise ExerciseCheckError("\n".join(lines)) from None
+        return False
+
+
+def _reader_line(error: BaseException) -> str | None:
+    """Where the reader's code raised ``error``: ``"my_softmax, line 3: raise ..."``.
+
+    The last frame of the traceback outside the package attnbook (and outside torch), with
+    no file name: a notebook cell's file is a temporary path that means nothing to the reader.
+    """
+    package = str(Path(__file__).resolve().parents[1])
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not str(Path(frame.filename).resolve()).startswith(package)
+              and f"{os.sep}torch{os.sep}" not in frame.filename]
+    if not frames:
+        return None
+    frame = frames[-1]
+    return f"{frame.name}, line {frame.lineno}: {(frame.line or '').strip()}"
+
+
+def show_briefly_in_ipython() -> None:
+    """In IPython and Jupyter, show an :class:`ExerciseCheckError` as its message alone.
+
+    The message already says which check failed, what was expected, what came back, where
+    the reader's code raised and a hint; the forty lines of this module's frames under it
+    would hide it. Elsewhere (plain Python, pytest) nothing changes. This replaces any other
+    custom exception handler the shell had.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # IPython is not installed: nothing to configure
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def brief(shell: object, kind: type, value: BaseException, tb: object,
+              tb_offset: int | None = None) -> list[str]:
+        lines = f"{kind.__name__}: {value}".splitlines()
+        shell._showtraceback(kind, value, lines)  # the shell's own way to show an error
+        return lines
+
+    shell.set_custom_exc((ExerciseCheckError,), brief)
+
+
+show_briefly_in_ipython()
+
+
+def name_of(fn: object) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def call_reader(what: str, fn: Callable, *args: object, names: Sequence[str] = ()) -> object:
+    """Call the reader's ``fn(*args)``: their exceptions become :class:`_ReaderRaised`, and
+    changing a tensor argument in place is a failed check."""
+    before = [arg.detach().clone() if isinstance(arg, Tensor) else None for arg in args]
+    try:
+        result = fn(*args)
+    except Exception as error:
+        raise _ReaderRaised(what, error) from error
+    for position, (arg, snapshot) in enumerate(zip(args, before, strict=True)):
+        if snapshot is not None and not torch.equal(_nan_free(arg), _nan_free(snapshot)):
+            name = names[position] if position < len(names) else f"argument {position + 1}"
+            raise Mismatch(f"{what} changed its argument `{name}` in place",
+                           [f"{name} before: {values(snapshot.flatten())}",
+                            f"{name} after:  {values(arg.detach().flatten())}"],
+                           _IN_PLACE_HINT)
+    return result
+
+
+def _nan_free(t: Tensor) -> Tensor:
+    t = t.detach()
+    return torch.nan_to_num(t, nan=0.123) if t.is_floating_point() else t
+
+
+def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32,
+          scale: float = 1.0) -> Tensor:
+    """Seeded Gaussian values, drawn in float64 so every dtype gets the same numbers."""
+    gen = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+
+def describe(t: Tensor) -> str:
+    return f"shape {tuple(t.shape)}, dtype {t.dtype}"
+
+
+def number(value: float | int | bool) -> str:
+    if isinstance(value, bool | int):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def values(flat: Sequence | Tensor, limit: int = 6) -> str:
+    items = flat.tolist() if isinstance(flat, Tensor) else list(flat)
+    text = ", ".join(number(v) for v in items[:limit])
+    return f"[{text}{', ...' if len(items) > limit else ''}]"
+
+
+def _window(t: Tensor, index: tuple[int, ...], width: int = 6) -> tuple[str, str]:
+    """``t[row, a:b]`` around ``index``: a label and the values."""
+    if t.dim() == 0:
+        return "", number(t.item())
+    row, column = index[:-1], index[-1]
+    start = max(0, min(column - width // 2, t.shape[-1] - width))
+    stop = min(t.shape[-1], start + width)
+    label = "[" + ", ".join([*(str(i) for i in row), f"{start}:{stop}"]) + "]"
+    return label, values(t[row][start:stop], limit=width)
+
+
+def as_tensor(label: str, got: object, expected: Tensor, hint: str) -> Tensor:
+    if isinstance(got, Tensor):
+        return got
+    if isinstance(got, tuple | list) and got and isinstance(got[0], Tensor):
+        raise Mismatch(f"{label} is a {type(got).__name__} of {len(got)} items "
+                       f"({shapes(*got)}), "
+                       f"expected one tensor of shape {tuple(expected.shape)}", [], hint)
+    raise Mismatch(f"{label} is a {type(got).__name__}, expected a torch.Tensor of "
+                   f"shape {tuple(expected.shape)}", [], hint)
+
+
+def diagnose(got: Tensor, mistakes: Sequence[Mistake], atol: float, rtol: float
+              ) -> str | None:
+    """The hint of the first known mistake whose output ``got`` reproduces."""
+    for hint, wrong in mistakes:
+        try:
+            candidate = wrong().detach()
+        except Exception:  # a mistake that cannot even run on this input is not this one
+            continue
+        if candidate.shape == got.shape and torch.allclose(
+                got.detach().double(), candidate.double(), atol=10 * atol, rtol=10 * rtol,
+                equal_nan=True):
+            return hint
+    return None
+
+
+def expect_close(label: str, got: object, expected: Tensor, *, hint: str,
+                 mistakes: Sequence[Mistake] = (), atol: float | None = None,
+                 rtol: float | None = None, nan_hint: str | None = None,
+                 check_dtype: bool = True, note: str | None = None) -> Tensor:
+    """Fail unless ``got`` is a tensor of ``expected``'s shape (and dtype) and close to it.
+
+    ``hint`` is given when no known mistake in ``mistakes`` explains the difference;
+    ``nan_hint`` when ``got`` has NaN or infinities where ``expected`` has none.
+    """
+    default_atol, default_rtol = TOLERANCE.get(expected.dtype, (1e-5, 1e-4))
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    got = as_tensor(label, got, expected, hint)
+    header = [f"expected: {describe(expected)}", f"got:      {describe(got)}"]
+    notes = [note] if note else []
+    if got.shape != expected.shape:
+        raise Mismatch(f"wrong shape of {label}: got {tuple(got.shape)}, expected "
+                       f"{tuple(expected.shape)}", header + notes,
+                       diagnose(got, mistakes, atol, rtol) or hint)
+    if check_dtype and got.dtype != expected.dtype:
+        raise Mismatch(f"wrong dtype of {label}: got {got.dtype}, expected {expected.dtype}",
+                       header, _DTYPE_HINT)
+    g, e = got.detach().cpu().double(), expected.detach().cpu().double()
+    bad = ~torch.isfinite(g) & torch.isfinite(e)
+    if bad.any():
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        where, expected_values = _window(e, index)
+        _, got_values = _window(g, index)
+        raise Mismatch(
+            f"{label}: {int(g.isnan().sum())} NaN and {int(g.isinf().sum())} infinite "
+            f"values where finite values were expected",
+            [*header, f"first at index {index}",
+             f"expected{where} = {expected_values}", f"got{where}      = {got_values}", *notes],
+            diagnose(got, mistakes, atol, rtol) or nan_hint or hint)
+    if torch.allclose(g, e, atol=atol, rtol=rtol, equal_nan=True):
+        return got
+    difference = (g - e).abs().nan_to_num(nan=math.inf)
+    index = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
+    where, expected_values = _window(e, index)
+    _, got_values = _window(g, index)
+    raise Mismatch(
+        f"wrong values in {label}",
+        [*header,
+         f"max abs difference {number(float(difference.max()))} at index {index} "
+         f"(allowed: {atol:g} + {rtol:g}·|expected|)",
+         f"expected{where} = {expected_values}", f"got{where}      = {got_values}", *notes],
+        diagnose(got, mistakes, atol, rtol) or hint)
+
+
+def expect_pair(call: str, got: object, first: str, second: str) -> tuple[object, object]:
+    """Unpack a returned ``(first, second)`` pair, or fail saying what came back."""
+    hint = f"return a tuple `({first}, {second})`, for instance `return {first}, {second}`."
+    if isinstance(got, Tensor):
+        raise Mismatch(f"{call} returned one tensor of shape {tuple(got.shape)}, expected "
+                       f"the pair ({first}, {second})", [], hint)
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        size = f" of {len(got)} items" if isinstance(got, tuple | list) else ""
+        raise Mismatch(f"{call} returned a {type(got).__name__}{size}, expected the pair "
+                       f"({first}, {second})", [], hint)
+    return got[0], got[1]
+
+
+def shapes(*tensors: object) -> str:
+    return ", ".join(str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
+                     for t in tensors)
+
+
+def as_scalar(label: str, value: object, hint: str) -> float:
+    """One number as a Python float, or a failed check."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise Mismatch(f"{label} is a tensor of shape {tuple(value.shape)}, expected one "
+                           f"number", [], hint)
+        return float(value.detach().cpu().reshape(()).double())
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    raise Mismatch(f"{label} is a {type(value).__name__}, expected one number (a float)",
+                   [], hint)
+
+
+def expect_number(label: str, got: float, expected: float, *, atol: float, rtol: float,
+                  hint: str, nan_hint: str, note: str,
+                  mistakes: Sequence[tuple[str, Callable[[], float]]] = ()) -> None:
+    """Fail unless the number ``got`` is within ``atol + rtol·|expected|`` of ``expected``;
+    both are shown with every digit, and ``hint`` is given when no known mistake explains
+    the difference."""
+    if math.isfinite(expected) and not math.isfinite(got):
+        headline, hint = f"{label} is {got!r} where a finite number was expected", nan_hint
+    elif abs(got - expected) <= atol + rtol * abs(expected):
+        return
+    else:
+        headline = f"wrong value of {label}"
+    for mistake, wrong in mistakes:
+        try:
+            candidate = float(wrong())
+        except Exception:  # a mistake that cannot even run on this input is not this one
+            continue
+        if candidate == got or (math.isfinite(candidate) and abs(got - candidate) <=
+                                10 * (atol + rtol * abs(candidate))):
+            hint = mistake
+            break
+    details = [f"expected {label} = {expected!r}", f"got {label}      = {got!r}"]
+    if math.isfinite(got):
+        details.append(f"difference {abs(got - expected):.3g} (allowed: {atol:g} + "
+                       f"{rtol:g}·|expected|)")
+    raise Mismatch(headline, [*details, note], hint)
