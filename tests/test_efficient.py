@@ -184,23 +184,119 @@ def test_blockwise_empty_query():
     assert out.shape == (2, 0, 3)
 
 
-@pytest.mark.parametrize("mask_kind", ["none", "causal", "fully_masked_row"])
-def test_blockwise_gradients_match_attention(mask_kind):
-    gen = generator(f"grad/{mask_kind}")
-    q, k, v = (randn(2, 3, L, W, gen=gen, requires_grad=True)
-               for L, W in ((10, 4), (13, 4), (13, 5)))
-    mask = make_mask(mask_kind, torch.Size([2, 3]), 10, 13, gen)
-    upstream = randn(2, 3, 10, 5, gen=gen)
+# --------------------------------------------------------------------------- backward
 
-    ours = torch.autograd.grad((blockwise_attention(q, k, v, mask, block_size=4).output
-                                * upstream).sum(), (q, k, v))
-    theirs = torch.autograd.grad((attention(q, k, v, mask).output * upstream).sum(),
-                                 (q, k, v))
-    for name, got, expected in zip("qkv", ours, theirs, strict=True):
-        assert torch.isfinite(got).all(), name
-        torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10, msg=name)
-    if mask_kind == "fully_masked_row":
-        assert (ours[0][..., 1, :] == 0).all()  # the query that sees nothing learns nothing
+#: (atol, rtol) of a gradient against autograd's in the same dtype.
+GRAD_TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-10, 1e-10)}
+
+GRAD_MASKS = ["none", "causal", "padding", "fully_masked_row", "broadcast_rows",
+              "broadcast_cols"]
+
+
+def grads(fn, q, k, v, upstream) -> tuple[torch.Tensor, ...]:
+    """d(sum(fn(q, k, v) * upstream)) / d(q, k, v)."""
+    return torch.autograd.grad((fn(q, k, v) * upstream).sum(), (q, k, v))
+
+
+def sdpa(q, k, v, mask):
+    """PyTorch's SDPA on inputs expanded to one batch shape (it broadcasts less)."""
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                   *([] if mask is None else [mask.shape[:-2]]))
+    q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("mask_kind", GRAD_MASKS)
+@pytest.mark.parametrize("shape_name", list(SHAPES))
+def test_blockwise_gradients_match_autograd(shape_name, mask_kind, dtype):
+    gen = generator(f"grad/{shape_name}/{mask_kind}")
+    q_shape, k_shape, v_shape = SHAPES[shape_name]
+    q, k, v = (randn(*s, gen=gen, dtype=dtype, requires_grad=True)
+               for s in (q_shape, k_shape, v_shape))
+    batch = torch.broadcast_shapes(q_shape[:-2], k_shape[:-2], v_shape[:-2])
+    mask = make_mask(mask_kind, batch, q_shape[-2], k_shape[-2], gen)
+    out_shape = blockwise_attention(q, k, v, mask).output.shape
+    upstream = randn(*out_shape, gen=gen, dtype=dtype)
+
+    ours = grads(lambda q, k, v: blockwise_attention(q, k, v, mask, block_size=4).output,
+                 q, k, v, upstream)
+    references = {
+        "attention": grads(lambda q, k, v: attention(q, k, v, mask).output, q, k, v, upstream),
+        "sdpa": grads(lambda q, k, v: sdpa(q, k, v, mask), q, k, v, upstream),
+    }
+    atol, rtol = GRAD_TOL[dtype]
+    for reference_name, theirs in references.items():
+        for name, got, expected in zip("qkv", ours, theirs, strict=True):
+            assert got.shape == expected.shape and got.dtype == dtype, name
+            assert torch.isfinite(got).all(), name
+            torch.testing.assert_close(got, expected, atol=atol, rtol=rtol,
+                                       msg=lambda m, n=name, r=reference_name: f"d{n} vs {r}: {m}")
+    if mask is not None:
+        no_key = ~mask.any(dim=-1)  # (..., L): queries with no allowed key learn nothing
+        grad_q = ours[0].expand(*out_shape[:-1], q_shape[-1])
+        assert (grad_q[no_key.expand(out_shape[:-1])] == 0).all()  # exact: sums of 0 * k
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "padding", "fully_masked_row"])
+@pytest.mark.parametrize("block_size", [3, 64])  # 3: several tiles, lengths not multiples
+def test_blockwise_gradcheck(mask_kind, block_size):
+    gen = generator(f"gradcheck/{mask_kind}")
+    q, k, v = (randn(2, L, W, gen=gen, requires_grad=True)
+               for L, W in ((5, 3), (7, 3), (7, 4)))
+    mask = make_mask(mask_kind, torch.Size([2]), 5, 7, gen)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: blockwise_attention(q, k, v, mask, block_size=block_size).output,
+        (q, k, v))
+
+
+def test_blockwise_gradient_of_one_input_only():
+    gen = generator("grad one input")
+    q, k = randn(2, 6, 4, gen=gen), randn(2, 9, 4, gen=gen)
+    v = randn(2, 9, 5, gen=gen, requires_grad=True)
+    (ours,) = torch.autograd.grad(blockwise_attention(q, k, v, block_size=4).output.sum(), v)
+    (theirs,) = torch.autograd.grad(attention(q, k, v).output.sum(), v)
+    torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=1e-12)
+
+
+def test_blockwise_saves_nothing_of_size_L_by_S():
+    # The forward pass keeps q, k, v, the output and the log-sum-exp (sizes L*E, S*E,
+    # S*Ev, L*Ev and L) and the caller's mask, never a tile of weights, let alone the
+    # (L, S) matrix.
+    gen = generator("saved")
+    L, S, E, Ev = 40, 48, 4, 5
+    q, k = randn(2, L, E, gen=gen, requires_grad=True), randn(2, S, E, gen=gen)
+    v = randn(2, S, Ev, gen=gen, requires_grad=True)
+    mask = causal_mask(L, S)
+    saved = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = blockwise_attention(q, k, v, mask, block_size=8).output
+    assert out.requires_grad
+    floats = sorted(t.numel() for t in saved if t.is_floating_point())
+    assert floats == sorted([2 * L * E, 2 * S * E, 2 * S * Ev, 2 * L * Ev, 2 * L]), floats
+    others = [t for t in saved if not t.is_floating_point()]
+    assert len(others) == 1 and others[0] is mask
+
+
+def test_blockwise_training_memory_grows_linearly():
+    # Forward and backward together: peak memory linear in L, far below one (L, L) matrix.
+    def training_peak(L: int) -> int:
+        q, k, v = (torch.randn(1, 1, L, 16, requires_grad=True) for _ in range(3))
+        upstream = torch.randn(1, 1, L, 16)
+        # Few tiles keep the profiler's per-operation overhead small.
+        return peak_memory_bytes(lambda: torch.autograd.grad(
+            blockwise_attention(q, k, v, block_size=128).output, (q, k, v), upstream))
+
+    peaks = {L: training_peak(L) for L in (256, 512, 1024)}
+    # Linear: doubling L adds twice what the previous doubling added (a quadratic term: 4x).
+    increments = (peaks[1024] - peaks[512]) / (peaks[512] - peaks[256])
+    assert 1.8 < increments < 2.2, peaks
+    assert peaks[1024] < 1024 * 1024 * 4 / 2, peaks  # under half of one (L, L) matrix
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -280,12 +376,13 @@ def test_blockwise_memory_grows_linearly_and_full_attention_quadratically():
                 ("blockwise", L): peak_memory_bytes(
                     lambda: blockwise_attention(q, k, v, block_size=64))}
 
-    peaks = peaks_at(256) | peaks_at(512)
-    # Doubling L: full attention's (L, S) scores and weights need 4x, blockwise 2x.
-    full_growth = peaks["full", 512] / peaks["full", 256]
-    blockwise_growth = peaks["blockwise", 512] / peaks["blockwise", 256]
-    assert 3.5 < full_growth < 4.5, peaks
-    assert 1.5 < blockwise_growth < 2.5, peaks
+    peaks = peaks_at(256) | peaks_at(512) | peaks_at(1024)
+    # What doubling L adds, over what the previous doubling added: 2 for memory linear in L
+    # (plus a constant: the tiles), 4 for full attention's (L, S) scores and weights.
+    for method, low, high in (("full", 3.5, 4.5), ("blockwise", 1.8, 2.2)):
+        increments = ((peaks[method, 1024] - peaks[method, 512])
+                      / (peaks[method, 512] - peaks[method, 256]))
+        assert low < increments < high, (method, peaks)
     # Blockwise never holds even half of one (L, S) matrix of float32 scores.
     assert peaks["blockwise", 512] < 512 * 512 * 4 / 2, peaks
 

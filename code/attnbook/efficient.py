@@ -4,7 +4,9 @@
   without ever holding the ``(L, S)`` matrix of scores. It streams over blocks of keys with
   the online softmax (Milakov and Gimelshein, 2018), the idea behind FlashAttention (Dao et
   al., 2022): a running row maximum ``m``, a running sum ``l`` of exponentials and an output
-  accumulator, each rescaled by ``exp(m_old - m_new)`` when a block raises the maximum.
+  accumulator, each rescaled by ``exp(m_old - m_new)`` when a block raises the maximum. Its
+  backward pass recomputes each tile of weights from the saved output and per-row log-sum-exp
+  instead of storing it, so training needs memory linear in ``L`` as well.
 - :class:`KVCache` keeps the keys and values of the positions decoded so far, so that each
   new token of a causal decoder attends to them without recomputing anything;
   :func:`decode_step` is one step of that loop.
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 from torch.profiler import ProfilerActivity, profile
 
 from .attention import (
@@ -45,7 +48,9 @@ __all__ = ["DEFAULT_BLOCK_SIZE", "KVCache", "blockwise_attention", "decode_step"
 
 #: The block size that measured fastest (benchmarks/bench_efficient.py, 8 heads of width 64,
 #: float32, 2 CPU threads): 256 ran 1.4-1.6x the time of PyTorch's fused kernel at L = 2048
-#: and 4096, against 1.7-2.7x for 128, 2-5x for 64 and 1.5-2.2x for 512.
+#: and 4096, against 1.7-2.7x for 128, 2-5x for 64 and 1.5-2.2x for 512. With the
+#: recomputing backward pass, 256 ran forward+backward in 1.1-1.2x the fused kernel's time at
+#: L = 2048 and 4096 (the other sizes were not measured again).
 DEFAULT_BLOCK_SIZE = 256
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
@@ -69,11 +74,17 @@ def blockwise_attention(
     so the only scores alive at any time are one ``(..., block_size, block_size)`` tile. The extra
     memory is ``O(L * Ev + block_size**2)`` per batch item instead of ``O(L * S)``.
 
+    It is differentiable, and the memory stays linear in training too: the forward pass
+    keeps only ``q``, ``k``, ``v``, the output and each query's log-sum-exp of scores, and
+    the backward pass recomputes every tile of weights from them, as FlashAttention does
+    (Dao et al., 2022). With ``A`` a tile of weights, ``dO`` the output's gradient and
+    ``D = rowsum(dO * output)``, the scores' gradient is ``A * (dO v^T - D)`` (FlashAttention
+    writes it ``dS = P * (dP - D)``), from which ``dq``, ``dk`` and ``dv`` accumulate tile by
+    tile. A query with no allowed key gets zero
+    gradients, never NaN. The backward pass is not itself differentiable (no second
+    derivatives).
+
     Float16 and bfloat16 inputs are computed in float32 and the output is rounded back.
-    Autograd differentiates through the loop. It then keeps every tile's probabilities
-    for the backward pass, ``O(L * S)`` again: the linear memory holds for inference
-    (``torch.no_grad()``); FlashAttention keeps it in training with a custom backward
-    that recomputes the tiles.
 
     Args:
         q: queries, ``(..., L, E)``.
@@ -95,10 +106,10 @@ def blockwise_attention(
             ``block_size`` below 1.
     """
     q, k, v = _check_inputs(q, k, v)
-    L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+    L, Ev = q.shape[-2], v.shape[-1]
     batch_shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if mask is not None:
-        mask = check_mask(mask, L, S)
+        mask = check_mask(mask, L, S=k.shape[-2])
         batch_shapes.append(mask.shape[:-2])
     batch = _batch_shape(*batch_shapes,
                          names="q, k, v" + (" and mask" if mask is not None else ""))
@@ -106,74 +117,132 @@ def blockwise_attention(
     block_size = _require_count("block_size", block_size)
 
     dtype = q.dtype
+    if L == 0:
+        return AttentionOutput(q.new_zeros(*batch, 0, Ev), None)
     if dtype in _HALF_TYPES:
         # Sums of thousands of exponentials lose too much in 16 bits: accumulate in float32.
+        # The conversion is differentiable, so the gradients come back in 16 bits.
         q, k, v = (t.float() for t in (q, k, v))
-    # The scores need the batch of q, k and mask (not of v) to take the mask in place.
-    score_batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2],
-                                         *([] if mask is None else [mask.shape[:-2]]))
-    q = (q * scale).expand(*score_batch, L, q.shape[-1])  # (..., L, E), scaled once
-    k_t = k.expand(*score_batch, S, k.shape[-1]).transpose(-2, -1)  # (..., E, S)
-
-    blocks = [
-        _attend_query_block(q[..., start:start + block_size, :], k_t, v,
-                            _rows(mask, start, block_size), block_size, batch)
-        for start in range(0, L, block_size)
-    ]
-    if not blocks:  # L == 0
-        return AttentionOutput(q.new_zeros(*batch, 0, Ev, dtype=dtype), None)
-    output = torch.cat(blocks, dim=-2)  # (..., L, Ev)
+    # One batch shape for all three: views, no copies; autograd sums the gradients of a
+    # broadcast input back to its own shape.
+    q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+    output = _BlockwiseAttention.apply(q, k, v, mask, scale, block_size)  # (..., L, Ev)
     return AttentionOutput(output.to(dtype), None)
 
 
-def _rows(mask: Tensor | None, start: int, block_size: int) -> Tensor | None:
-    """The mask's rows for queries ``start:start + block_size``."""
+def _blocks(n: int, block_size: int) -> list[slice]:
+    """``0:T, T:2T, ...``: the positions of each block of at most ``block_size``."""
+    return [slice(start, start + block_size) for start in range(0, n, block_size)]
+
+
+def _mask_rows(mask: Tensor | None, rows: slice) -> Tensor | None:
+    """The mask's rows for the queries ``rows``, ``(..., block_q, S)`` or one broadcast row."""
     if mask is None or mask.shape[-2] == 1:  # one row, broadcast to every query
         return mask
-    return mask[..., start:start + block_size, :]  # (..., block_q, S)
+    return mask[..., rows, :]  # (..., block_q, S)
 
 
-def _attend_query_block(q_block: Tensor, k_t: Tensor, v: Tensor, mask_rows: Tensor | None,
-                        block_size: int, batch: torch.Size) -> Tensor:
-    """The attention output of one block of queries, streaming over blocks of keys.
+def _mask_tile(mask_rows: Tensor | None, cols: slice) -> Tensor | None:
+    """The mask of one tile, ``(..., block_q, block_k)`` or broadcastable to it."""
+    if mask_rows is None or mask_rows.shape[-1] == 1:  # one column, broadcast to every key
+        return mask_rows
+    return mask_rows[..., cols]  # (..., block_q, block_k)
 
-    ``q_block`` ``(..., block_q, E)`` is already scaled, ``k_t`` is ``(..., E, S)`` and
-    ``mask_rows`` holds the mask's rows for these queries. Returns ``(*batch, block_q, Ev)``.
+
+def _tile_scores(q_rows: Tensor, k_cols: Tensor, allowed: Tensor | None) -> Tensor:
+    """Scores of one tile, ``(..., block_q, block_k)``, ``-inf`` where the mask forbids."""
+    scores = q_rows @ k_cols.transpose(-2, -1)  # (..., block_q, block_k)
+    if allowed is not None:
+        scores.masked_fill_(~allowed, float("-inf"))
+    return scores
+
+
+class _BlockwiseAttention(torch.autograd.Function):
+    """The online softmax forward and the tile-by-tile recomputing backward.
+
+    ``q``, ``k`` and ``v`` arrive with one batch shape; ``mask`` broadcasts to
+    ``(..., L, S)``. Saved for the backward pass: the inputs, the output ``(..., L, Ev)``
+    and the log-sum-exp ``(..., L)``, nothing of size ``L * S``.
     """
-    S = k_t.shape[-1]
-    block_q = q_block.shape[-2]
-    row_max = q_block.new_full((*q_block.shape[:-1], 1), float("-inf"))  # (..., block_q, 1)
-    row_sum = q_block.new_zeros(row_max.shape)  # (..., block_q, 1)
-    acc = q_block.new_zeros(*batch, block_q, v.shape[-1])  # (..., block_q, Ev)
-    for start in range(0, S, block_size):
-        cols = slice(start, start + block_size)
-        allowed = None
-        if mask_rows is not None:
-            # A mask with one column broadcasts it to every key.
-            allowed = mask_rows if mask_rows.shape[-1] == 1 else mask_rows[..., cols]
-            if not allowed.any():
-                continue  # a tile with no allowed key adds nothing and moves no maximum
-        scores = q_block @ k_t[..., cols]  # (..., block_q, block_k)
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float,
+                block_size: int) -> Tensor:
+        output = v.new_empty(*q.shape[:-1], v.shape[-1])  # (..., L, Ev)
+        lse = q.new_empty(q.shape[:-1])  # (..., L): log of each row's sum of exp(scores)
+        for rows in _blocks(q.shape[-2], block_size):
+            output[..., rows, :], lse[..., rows] = _forward_rows(
+                q[..., rows, :] * scale, k, v, _mask_rows(mask, rows), block_size)
+        ctx.save_for_backward(q, k, v, output, lse, mask)
+        ctx.scale, ctx.block_size = scale, block_size
+        return output
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        q, k, v, output, lse, mask = ctx.saved_tensors
+        scale, block_size = ctx.scale, ctx.block_size
+        # exp(score - lse) is the weight itself. A row that saw no allowed key has
+        # lse = -inf; +inf there makes each of its weights exp(-inf) = 0, never NaN.
+        lse = lse.masked_fill(lse == float("-inf"), float("inf")).unsqueeze(-1)  # (..., L, 1)
+        grad_q, grad_k, grad_v = q.new_zeros(q.shape), k.new_zeros(k.shape), v.new_zeros(v.shape)
+        key_blocks = _blocks(k.shape[-2], block_size)
+        for rows in _blocks(q.shape[-2], block_size):
+            q_rows = q[..., rows, :] * scale  # (..., block_q, E)
+            grad_out_rows = grad_output[..., rows, :]  # (..., block_q, Ev)
+            # D = rowsum(dO * O), which equals rowsum(A * dA): one number per query.
+            delta = (grad_out_rows * output[..., rows, :]).sum(-1, keepdim=True)
+            mask_rows = _mask_rows(mask, rows)
+            for cols in key_blocks:
+                allowed = _mask_tile(mask_rows, cols)
+                if allowed is not None and not allowed.any():
+                    continue  # every weight of the tile is 0: it adds nothing
+                k_cols, v_cols = k[..., cols, :], v[..., cols, :]
+                weights = _tile_scores(q_rows, k_cols, allowed)  # (..., block_q, block_k)
+                weights.sub_(lse[..., rows, :]).exp_()  # A = exp(scores - lse), recomputed
+                grad_v[..., cols, :].add_(weights.transpose(-2, -1) @ grad_out_rows)
+                grad_scores = grad_out_rows @ v_cols.transpose(-2, -1)  # dA
+                grad_scores.sub_(delta).mul_(weights)  # dZ = A * (dA - D)
+                grad_q[..., rows, :].add_(grad_scores @ k_cols)
+                grad_k[..., cols, :].add_(grad_scores.transpose(-2, -1) @ q_rows)
+                del weights, grad_scores  # one tile alive at a time
+            grad_q[..., rows, :].mul_(scale)  # scores = scale * q k^T
+        return grad_q, grad_k, grad_v, None, None, None
+
+
+def _forward_rows(q_rows: Tensor, k: Tensor, v: Tensor, mask_rows: Tensor | None,
+                  block_size: int) -> tuple[Tensor, Tensor]:
+    """Output and log-sum-exp of one block of queries, streaming over blocks of keys.
+
+    ``q_rows`` ``(..., block_q, E)`` is already scaled; ``mask_rows`` holds the mask's rows
+    for these queries. Returns the output ``(..., block_q, Ev)`` and the log-sum-exp of
+    each query's scores ``(..., block_q)``, ``-inf`` for a query with no allowed key.
+    """
+    row_max = q_rows.new_full((*q_rows.shape[:-1], 1), float("-inf"))  # (..., block_q, 1)
+    row_sum = q_rows.new_zeros(row_max.shape)  # (..., block_q, 1)
+    acc = v.new_zeros(*q_rows.shape[:-1], v.shape[-1])  # (..., block_q, Ev)
+    for cols in _blocks(k.shape[-2], block_size):
+        allowed = _mask_tile(mask_rows, cols)
+        if allowed is not None and not allowed.any():
+            continue  # a tile with no allowed key adds nothing and moves no maximum
+        scores = _tile_scores(q_rows, k[..., cols, :], allowed)  # (..., block_q, block_k)
+        new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max  # (..., block_q, 1)
         if allowed is not None:
-            scores.masked_fill_(~allowed, float("-inf"))
-        # The maximum only keeps exp() in range; the result does not depend on it, so it
-        # needs no gradient.
-        with torch.no_grad():
-            new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))
-            shift = new_max  # (..., block_q, 1)
-            if allowed is not None:
-                # A row with no allowed key yet has max -inf; shifting it by 0 instead
-                # gives exp(-inf) = 0 where exp(-inf - (-inf)) would be NaN.
-                shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
-            rescale = torch.exp(row_max - shift)  # (..., block_q, 1), 0 on the first tile
+            # A row with no allowed key yet has max -inf; shifting it by 0 instead
+            # gives exp(-inf) = 0 where exp(-inf - (-inf)) would be NaN.
+            shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+        rescale = torch.exp(row_max - shift)  # (..., block_q, 1), 0 on the first tile
         probs = scores.sub_(shift).exp_()  # (..., block_q, block_k), unnormalised
         row_sum.mul_(rescale).add_(probs.sum(dim=-1, keepdim=True))
         acc.mul_(rescale).add_(probs @ v[..., cols, :])
         row_max = new_max
         # Free this tile before the next one is allocated: one tile alive, not two.
         del scores, probs
+    # log(sum of exp(scores)) = max + log(row_sum); -inf + log(0) = -inf for an empty row.
+    lse = (row_max + row_sum.log()).squeeze(-1)  # (..., block_q)
     # row_sum is 0 only for a row that never saw an allowed key; its acc is 0 as well.
-    return acc / row_sum.masked_fill(row_sum == 0, 1.0)
+    return acc / row_sum.masked_fill(row_sum == 0, 1.0), lse
 
 
 class KVCache:
