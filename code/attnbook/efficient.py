@@ -32,16 +32,16 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.profiler import ProfilerActivity, profile
 
-from .attention import (
-    AttentionOutput,
-    _batch_shape,
-    _check_inputs,
-    _check_scale,
-    _require_tensor,
-    attention,
+from ._validate import (
+    broadcast_batch,
     check_mask,
+    check_qkv,
+    require_int,
+    require_tensor,
+    scale_factor,
 )
-from .masks import _require_count
+from .attention import AttentionOutput, attention
+from .masks import causal_mask
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "KVCache", "blockwise_attention", "decode_step",
            "peak_memory_bytes"]
@@ -105,16 +105,16 @@ def blockwise_attention(
         ValueError: shapes that do not fit together, a mask that does not broadcast, a
             ``block_size`` below 1.
     """
-    q, k, v = _check_inputs(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     L, Ev = q.shape[-2], v.shape[-1]
     batch_shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if mask is not None:
         mask = check_mask(mask, L, S=k.shape[-2])
         batch_shapes.append(mask.shape[:-2])
-    batch = _batch_shape(*batch_shapes,
-                         names="q, k, v" + (" and mask" if mask is not None else ""))
-    scale = _check_scale(scale, q.shape[-1])
-    block_size = _require_count("block_size", block_size)
+    batch = broadcast_batch(*batch_shapes,
+                            names="q, k, v" + (" and mask" if mask is not None else ""))
+    scale = scale_factor(scale, q.shape[-1])
+    block_size = require_int("block_size", block_size)
 
     dtype = q.dtype
     if L == 0:
@@ -274,7 +274,7 @@ class KVCache:
     """
 
     def __init__(self, max_len: int | None = None) -> None:
-        self.max_len = None if max_len is None else _require_count("max_len", max_len)
+        self.max_len = None if max_len is None else require_int("max_len", max_len)
         self._keys: Tensor | None = None  # (..., capacity, E)
         self._values: Tensor | None = None  # (..., capacity, Ev)
         self._length = 0
@@ -318,8 +318,8 @@ class KVCache:
                 ``E``, ``Ev``, ``n``), a device other than the cache's, an append beyond
                 ``max_len``, inputs that need gradients when the cache is preallocated.
         """
-        k_new = _require_tensor("k_new", k_new)
-        v_new = _require_tensor("v_new", v_new)
+        k_new = require_tensor("k_new", k_new)
+        v_new = require_tensor("v_new", v_new)
         for name, t, letters in (("k_new", k_new, "(..., n, E)"),
                                  ("v_new", v_new, "(..., n, Ev)")):
             if t.dim() < 2:
@@ -414,7 +414,7 @@ class KVCache:
             TypeError: whatever :func:`~attnbook.attention.attention` refuses (dtypes).
         """
         self._require_filled()
-        q = _require_tensor("q", q)
+        q = require_tensor("q", q)
         if q.dim() < 2 or not 1 <= q.shape[-2] <= self._length:
             raise ValueError(
                 f"q must have shape (..., n, E) with 1 <= n <= {self._length} (the cached "
@@ -422,8 +422,7 @@ class KVCache:
             )
         n, t = q.shape[-2], self._length
         # Query i is position t - n + i: the causal mask of the last n rows of a (t, t) one.
-        mask = None if n == 1 else torch.ones(n, t, dtype=torch.bool,
-                                              device=q.device).tril(t - n)  # (n, t)
+        mask = None if n == 1 else causal_mask(n, t, offset=t - n, device=q.device)  # (n, t)
         return attention(q, self.keys, self.values, mask, scale=scale,
                          return_weights=return_weights)
 
@@ -446,13 +445,13 @@ def decode_step(q_new: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, *,
     """
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-    q_new, k_new, v_new = _check_inputs(q_new, k_new, v_new)
+    q_new, k_new, v_new = check_qkv(q_new, k_new, v_new)
     if q_new.shape[-2] != k_new.shape[-2]:
         raise ValueError(
             f"q_new and k_new must hold the same n new positions: q_new has shape "
             f"{tuple(q_new.shape)}, k_new has shape {tuple(k_new.shape)}"
         )
-    _batch_shape(q_new.shape[:-2], k_new.shape[:-2], names="q_new and k_new")
+    broadcast_batch(q_new.shape[:-2], k_new.shape[:-2], names="q_new and k_new")
     cache.append(k_new, v_new)
     return cache.attend(q_new, scale=scale)
 
