@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from browser_helpers import check_print_and_web_editions, watched_tab
 from playwright.sync_api import expect
 
 from attnbook.explorer import (
@@ -155,33 +156,33 @@ def test_save_writes_a_standalone_document(tmp_path):
     assert "//" not in text and "<link" not in text
 
 
+def test_css_and_script_are_declared_package_data():
+    import tomllib
+    from fnmatch import fnmatch
+    from importlib.resources import files
+
+    assets = sorted(p.name for p in (files("attnbook") / "explorer_assets").iterdir()
+                    if p.name.endswith((".js", ".css")))
+    assert assets == ["explorer.css", "explorer.js"]
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["attnbook"]
+    for name in assets:
+        assert any(fnmatch(f"explorer_assets/{name}", p) for p in patterns), name
+    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
+    assert ".attnbook-explorer .attnx-bar-val{" in fragment  # the stylesheet, inlined
+    assert 'root.setAttribute("data-attnx-ready", "1");' in fragment  # the script, inlined
+
+
 def test_print_fallback_is_a_png_of_the_opening_map():
     """Jupyter gets the widget and a still picture; the HTML book picks the widget, the
     LaTeX (PDF) builder the picture."""
-    import matplotlib.image
-    import matplotlib.pyplot as plt
-    from IPython.core.formatters import DisplayFormatter
-    from myst_nb.core.render import base_render_priority
-
     explorer = explore(WEIGHTS, TOKENS, title="Print me")
-    open_figures = plt.get_fignums()
-    bundle, _ = DisplayFormatter().format(explorer)
-    assert plt.get_fignums() == open_figures  # no stray pyplot figure after display
-    assert {"text/html", "image/png", "text/plain"} <= set(bundle)
-    assert bundle["text/html"].startswith('<div class="attnbook-explorer"')
+    pixels = check_print_and_web_editions(explorer, '<div class="attnbook-explorer"')
+    assert pixels.shape[0] > 300 and pixels.shape[1] > 300
     png = explorer.to_png()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    pixels = matplotlib.image.imread(io.BytesIO(png))
-    assert pixels.shape[0] > 300 and pixels.shape[1] > 300
     assert explorer.to_png(1, 2) != png  # another head is another picture
-    priority = base_render_priority()
-
-    def chosen(builder: str) -> str:
-        ranks = priority[builder]
-        return min((m for m in bundle if ranks.get(m) is not None), key=ranks.__getitem__)
-
-    assert chosen("html") == "text/html"
-    assert chosen("latex") == "image/png"
     with pytest.raises(ValueError, match=r"layer must be in \[0, 2\), got 2"):
         explorer.to_png(layer=2)
     with pytest.raises(ValueError, match=r"head must be in \[0, 3\), got -1"):
@@ -270,24 +271,8 @@ def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragment
 @pytest.fixture
 def page(browser):
     """A fresh tab that records page errors, dialogs and requests, and checks them at the end."""
-    context = browser.new_context(viewport={"width": 1200, "height": 1000})
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT)
-    seen: dict[str, list[str]] = {"errors": [], "dialogs": [], "requests": []}
-    tab.on("pageerror", lambda error: seen["errors"].append(str(error)))
-    tab.on("console", lambda msg: msg.type == "error" and seen["errors"].append(msg.text))
-    tab.on("request", lambda request: seen["requests"].append(request.url))
-
-    def on_dialog(dialog):
-        seen["dialogs"].append(dialog.message)
-        dialog.dismiss()
-
-    tab.on("dialog", on_dialog)
-    tab.seen = seen
-    yield tab
-    context.close()
-    assert not seen["errors"], seen["errors"]
-    assert not seen["dialogs"], seen["dialogs"]
+    with watched_tab(browser, {"width": 1200, "height": 1000}, TIMEOUT) as tab:
+        yield tab
 
 
 def show(tab, *fragments: str, **kwargs: str) -> None:
@@ -637,7 +622,7 @@ def shipped_bytes(text: str | None) -> np.ndarray:
 
 def test_value_vectors_reproduce_the_models_per_head_context():
     """sum_j A_ij v_j equals the model's own attention output before W_o, in every layer."""
-    from attnbook.pretrained import _encode, load_model
+    from attnbook.pretrained import encode, load_model
 
     loaded = load_model()
     values, weights, tokens = value_vectors(IT_TIRED, loaded)
@@ -649,7 +634,7 @@ def test_value_vectors_reproduce_the_models_per_head_context():
         lambda module, args, output: captured.append(output[0][0].detach()))
         for layer in loaded.model.encoder.layer]
     try:
-        encoding, _ = _encode(IT_TIRED, loaded)
+        encoding, _ = encode(IT_TIRED, loaded)
         with torch.no_grad():
             loaded.model(**encoding, output_attentions=True)
     finally:

@@ -10,7 +10,6 @@ dot products, ``masked_softmax`` and a plain-torch ``-1e9`` fill for the masks, 
 from __future__ import annotations
 
 import fnmatch
-import io
 import json
 import re
 import tomllib
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from browser_helpers import check_print_and_web_editions, watched_tab
 from playwright.sync_api import expect
 
 from attnbook.attention import attention, masked_softmax
@@ -157,27 +157,9 @@ def test_assets_are_declared_package_data():
 
 @pytest.mark.parametrize("kind", ALL)
 def test_print_edition_gets_a_png_and_the_web_the_html(kind):
-    import matplotlib.image
-    import matplotlib.pyplot as plt
-    from IPython.core.formatters import DisplayFormatter
-    from myst_nb.core.render import base_render_priority
-
-    playground = ALL[kind]()
-    open_figures = plt.get_fignums()
-    bundle, _ = DisplayFormatter().format(playground)
-    assert plt.get_fignums() == open_figures  # no stray pyplot figure
-    assert {"text/html", "image/png", "text/plain"} <= set(bundle)
-    assert bundle["text/html"].startswith(f'<div class="attnbook-pg attnbook-pg-{kind}"')
-    pixels = matplotlib.image.imread(io.BytesIO(playground.to_png()))
+    pixels = check_print_and_web_editions(ALL[kind](),
+                                          f'<div class="attnbook-pg attnbook-pg-{kind}"')
     assert pixels.shape[0] > 300 and pixels.shape[1] > 600
-    priority = base_render_priority()
-
-    def chosen(builder: str) -> str:
-        ranks = priority[builder]
-        return min((m for m in bundle if ranks.get(m) is not None), key=ranks.__getitem__)
-
-    assert chosen("html") == "text/html"
-    assert chosen("latex") == "image/png"
 
 
 def test_static_fallbacks_hold_the_package_numbers():
@@ -307,26 +289,8 @@ def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragment
 @pytest.fixture
 def page(browser):
     """A fresh tab that records page errors, dialogs and requests, and checks them at the end."""
-    context = browser.new_context(viewport={"width": 1000, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT)
-    seen: dict[str, list[str]] = {"errors": [], "dialogs": [], "requests": []}
-    tab.on("pageerror", lambda error: seen["errors"].append(str(error)))
-    tab.on("console", lambda msg: msg.type == "error" and seen["errors"].append(msg.text))
-    tab.on("request", lambda request: seen["requests"].append(request.url))
-
-    def on_dialog(dialog):
-        seen["dialogs"].append(dialog.message)
-        dialog.dismiss()
-
-    tab.on("dialog", on_dialog)
-    tab.seen = seen
-    yield tab
-    context.close()
-    assert not seen["errors"], seen["errors"]
-    assert not seen["dialogs"], seen["dialogs"]
-    assert all(url.startswith(("about:", "data:", "file:")) for url in seen["requests"]), \
-        seen["requests"]
+    with watched_tab(browser, {"width": 1000, "height": 900}, TIMEOUT, local_only=True) as tab:
+        yield tab
 
 
 def show(tab, *fragments: str, **kwargs: str) -> list:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnbook.plots import HEATMAP_CMAP, attention_heatmap
+from attnbook.plots import HEATMAP_CMAP, attention_heatmap, draw_heatmap
 
 
 @pytest.fixture(autouse=True)
@@ -107,6 +107,20 @@ def test_draws_into_a_given_axes():
     assert ax is right
     assert len(right.images) == 1 and len(left.images) == 0
     assert len(plt.get_fignums()) == n_figures
+
+
+def test_draw_heatmap_names_its_colour_bar():
+    fig, (left, right) = plt.subplots(1, 2)
+    draw_heatmap(left, softmax_rows(3, 3), ["a", "b", "c"])
+    draw_heatmap(right, softmax_rows(3, 3), ["a", "b", "c"], label="contribution share")
+    bars = [ax for ax in fig.axes if ax not in (left, right)]
+    assert sorted(bar.get_ylabel() for bar in bars) == ["contribution share", "weight"]
+    assert tick_texts(right.get_xticklabels()) == ["a", "b", "c"]  # square: keys = queries
+
+
+def test_draw_heatmap_needs_an_axes():
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        draw_heatmap(None, softmax_rows(2, 2))
 
 
 def test_book_style_does_not_leak_into_global_rcparams():

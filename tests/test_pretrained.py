@@ -13,12 +13,17 @@ import torch
 import torch.nn.functional as F
 
 from attnbook import pretrained
+from attnbook.layers import MultiHeadAttention
 from attnbook.pretrained import (
+    attention_layer,
     attention_maps,
     contextual_embeddings,
+    encode,
+    layer_inputs,
     load_model,
     nearest_rows,
     nearest_tokens,
+    resolve_model,
     token_embeddings,
 )
 
@@ -131,6 +136,72 @@ def test_attention_maps_match_the_model_by_hand(minilm) -> None:
     assert torch.allclose(weights[0], expected, atol=1e-5)
 
 
+def test_layer_inputs_chain_through_the_model(minilm) -> None:
+    """Layer 0 gets the embedding module's output; layer l + 1 gets layer l's output."""
+    encoding, tokens = encode(RIVER, minilm)
+    with torch.no_grad():
+        expected = minilm.model.embeddings(input_ids=encoding["input_ids"],
+                                           token_type_ids=encoding["token_type_ids"])
+        for layer in range(minilm.num_layers):
+            X, layer_tokens = layer_inputs(RIVER, layer, minilm)
+            assert layer_tokens == tokens
+            assert X.shape == (len(tokens), minilm.width)
+            torch.testing.assert_close(X, expected[0], rtol=1e-4, atol=1e-4)
+            block = minilm.model.encoder.layer[layer]
+            expected = block(X[None])[0].reshape(1, len(tokens), minilm.width)
+        last, _ = contextual_embeddings(RIVER, minilm)
+        torch.testing.assert_close(last, expected[0], rtol=1e-4, atol=1e-4)
+
+
+def test_attention_layer_reproduces_the_models_attention(minilm) -> None:
+    """Weights as attention_maps; output as the model's attention block before the residual."""
+    weights, _ = attention_maps(RIVER, minilm)  # (layers, h, n, n)
+    captured = {}
+    for layer in range(minilm.num_layers):
+        dense = minilm.model.encoder.layer[layer].attention.output.dense
+        handle = dense.register_forward_hook(
+            lambda module, args, output, layer=layer: captured.__setitem__(layer, output[0]))
+        try:
+            with torch.no_grad():
+                minilm.model(**encode(RIVER, minilm)[0])
+        finally:
+            handle.remove()
+    for layer in range(minilm.num_layers):
+        copy = attention_layer(layer, minilm)
+        assert isinstance(copy, MultiHeadAttention) and not copy.training
+        X, _ = layer_inputs(RIVER, layer, minilm)
+        with torch.no_grad():
+            result = copy(X[None])  # the layer takes a batch: (1, n, E)
+        torch.testing.assert_close(result.weights[0], weights[layer], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(result.output[0], captured[layer], rtol=1e-4, atol=1e-4)
+
+
+def test_attention_layer_is_a_copy(minilm) -> None:
+    copy = attention_layer(0, minilm)
+    source = minilm.model.encoder.layer[0].attention.self.query.weight
+    before = source.detach().clone()
+    with torch.no_grad():
+        copy.q_proj.weight.add_(1.0)
+    assert torch.equal(source.detach(), before)  # exact: the model's tensor was not written
+
+
+@pytest.mark.parametrize(("layer", "error", "message"),
+                         [(6, ValueError, "layer"), (-1, ValueError, "layer"),
+                          (1.0, TypeError, "layer"), ("0", TypeError, "layer")])
+def test_layer_bad_input(minilm, layer, error, message) -> None:
+    with pytest.raises(error, match=message):
+        layer_inputs(RIVER, layer, minilm)
+    with pytest.raises(error, match=message):
+        attention_layer(layer, minilm)
+
+
+def test_resolve_model(minilm) -> None:
+    assert resolve_model(minilm) is minilm
+    assert resolve_model("minilm") is minilm
+    with pytest.raises(TypeError, match="model must be a PretrainedModel"):
+        resolve_model(3)
+
+
 def test_nearest_tokens(minilm) -> None:
     neighbours = nearest_tokens("bank", k=5, model=minilm)
     assert len(neighbours) == 5
@@ -205,6 +276,8 @@ def test_bad_text(minilm, text, error, message) -> None:
     for function in (token_embeddings, contextual_embeddings, attention_maps):
         with pytest.raises(error, match=message):
             function(text, minilm)
+    with pytest.raises(error, match=message):
+        layer_inputs(text, 0, minilm)
 
 
 def test_bad_model_argument() -> None:

@@ -293,10 +293,10 @@ def test_progress_goes_to_stdout_only(capsys):
 
 def test_causal_model_learns_the_repeat(experiment):
     task = RepeatTask()
-    model = experiment.causal_model
-    assert experiment.causal_history.final.accuracy >= 0.99
-    assert experiment.causal_accuracy >= 0.99
-    assert experiment.causal_history.final.agreement >= 0.9
+    model = experiment.causal.model
+    assert experiment.causal.history.final.accuracy >= 0.99
+    assert experiment.causal.accuracy >= 0.99
+    assert experiment.causal.history.final.agreement >= 0.9
     # With the causal mask, predicting from the past alone is what training measured.
     assert honest_accuracy(model, task, seed=5) == pytest.approx(
         evaluate(model, task, mask=causal_mask(task.length), seed=5).accuracy, abs=1e-9)
@@ -311,25 +311,25 @@ def test_causal_model_learns_the_repeat(experiment):
 def test_future_mask_collapses_the_loss_but_not_honestly(experiment):
     assert experiment.chance == pytest.approx(0.1)
     assert experiment.honest_floor == pytest.approx(7 / 16 * math.log(10))
-    assert experiment.causal_train_loss > 0.95 * experiment.honest_floor
+    assert experiment.causal.loss > 0.95 * experiment.honest_floor
     # The leaky model reads the answer: far below what any honest model can reach ...
-    assert experiment.leaky_train_loss < 0.4 * experiment.honest_floor
-    assert experiment.leaky_history.final.accuracy > 0.85
+    assert experiment.leaky.loss < 0.4 * experiment.honest_floor
+    assert experiment.leaky.history.final.accuracy > 0.85
     # ... its map points at future copies of the answer, not at the required keys ...
-    assert experiment.leaky_history.final.agreement < 0.1
+    assert experiment.leaky.history.final.agreement < 0.1
     L, period = 16, 8
     i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
     future_copies = (j > i) & ((j - i - 1) % period == 0)  # key t + 1 and t + 1 + period
-    mean_map = experiment.leaky_history.maps[-1][0]  # (L, L)
+    mean_map = experiment.leaky.history.maps[-1][0]  # (L, L)
     assert float((mean_map * future_copies).sum(-1)[:-1].mean()) > 0.9
     # ... and from the past alone it is near chance.
-    assert experiment.leaky_accuracy < 0.25
-    assert experiment.causal_accuracy - experiment.leaky_accuracy > 0.7
+    assert experiment.leaky.accuracy < 0.25
+    assert experiment.causal.accuracy - experiment.leaky.accuracy > 0.7
 
 
 def test_generate_uses_only_the_past(experiment):
     task = RepeatTask()
-    model = experiment.leaky_model
+    model = experiment.leaky.model
     model.train()
     prompt = task.batch(8, generator(3))[0][:, :5]
     out = generate(model, prompt, 3, future_mask)
@@ -348,6 +348,13 @@ def test_generate_uses_only_the_past(experiment):
 
 def _model() -> TinyAttentionModel:
     return TinyAttentionModel(10, 8)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluate_restores_the_mode(training):
+    model = _model().train(training)
+    evaluate(model, ReversalTask(), batch_size=4)
+    assert model.training is training
 
 
 BAD_INPUTS = [

@@ -41,13 +41,6 @@ __all__ = [
     "raw_self_attention",
 ]
 
-# Old private names that efficient.py, training.py and diagrams.py still import from here:
-# the checks now live in attnbook._validate. Remove these once those modules import from it.
-_batch_shape = broadcast_batch
-_check_inputs = check_qkv
-_check_scale = scale_factor
-_require_tensor = require_tensor
-
 
 class AttentionOutput(NamedTuple):
     """What attention returns: the output and, when asked for, the weights.

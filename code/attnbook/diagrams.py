@@ -31,7 +31,8 @@ from matplotlib.colors import Normalize, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .attention import _check_scale, attention, attention_scores, masked_softmax
+from ._validate import scale_factor
+from .attention import attention, attention_scores, masked_softmax
 from .layers import MultiHeadAttention
 from .masks import causal_mask
 from .plots import HEATMAP_CMAP, OKABE_ITO, book_style
@@ -305,7 +306,7 @@ def query_trip(
     q, k, v, names, query_name = _trip_inputs(query, keys, values, labels)
     S, E = k.shape
     Ev = v.shape[1]
-    factor = _check_scale(scale, E)
+    factor = scale_factor(scale, E)
 
     scores = attention_scores(q[None, :], k, 1.0)[0]  # (S,)
     scaled = attention_scores(q[None, :], k, factor)[0]  # (S,)

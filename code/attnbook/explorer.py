@@ -27,6 +27,8 @@ Design notes:
   a fragment of about 80 kB.
 - The widget is a white panel in the book's figure style (viridis, Okabe-Ito), so it reads
   the same in the theme's light and dark modes.
+- The CSS and JavaScript live in ``attnbook/explorer_assets/`` (package data, read with
+  :mod:`importlib.resources`); the HTML skeleton stays here.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ import json
 import math
 import secrets
 from collections.abc import Iterable, Mapping
+from importlib.resources import files
 from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
 import torch
 
-from attnbook.plots import HEATMAP_CMAP, OKABE_ITO, _draw_heatmap, book_style
+from attnbook.plots import HEATMAP_CMAP, OKABE_ITO, book_style, draw_heatmap
 
 __all__ = ["AttentionExplorer", "explore", "explore_sentences", "value_contributions",
            "value_vectors", "weight_colour"]
@@ -58,6 +61,12 @@ BYTE_SCALE = 255
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 _COUNTER = itertools.count(1)
+
+
+def _asset(name: str) -> str:
+    """A file of ``attnbook/explorer_assets/``; CSS on one line, for the inline <style>."""
+    text = (files("attnbook") / "explorer_assets" / name).read_text(encoding="utf-8").strip()
+    return text.replace("\n", "") if name.endswith(".css") else text
 
 
 def _colour_table() -> str:
@@ -172,11 +181,11 @@ def value_vectors(text: str, model: object = None) -> tuple[torch.Tensor, torch.
     same run, and the ``n`` tokens. Each head's output before ``W_o`` is
     ``weights[l, h] @ values[l, h]``.
     """
-    from attnbook.pretrained import _encode, _resolve
+    from attnbook.pretrained import encode, resolve_model
 
-    loaded = _resolve(model)
+    loaded = resolve_model(model)
     layers = _bert_layers(loaded)
-    encoding, tokens = _encode(text, loaded)
+    encoding, tokens = encode(text, loaded)
     outputs = loaded.model(**encoding, output_hidden_states=True, output_attentions=True)
     heads = loaded.num_heads
     values = torch.stack([
@@ -197,9 +206,9 @@ def value_contributions(text: str, model: object = None) -> tuple[torch.Tensor, 
     heads and keys, plus the output bias. Returns ``(weights, norms, tokens)``, both
     ``(layers, heads, n, n)``.
     """
-    from attnbook.pretrained import _resolve
+    from attnbook.pretrained import resolve_model
 
-    loaded = _resolve(model)
+    loaded = resolve_model(model)
     values, weights, tokens = value_vectors(text, loaded)
     norms = []
     for index, layer in enumerate(_bert_layers(loaded)):
@@ -374,9 +383,10 @@ class AttentionExplorer:
                 f"interactive explorer of all {n_maps} map{'s' * (n_maps != 1)}{more}."
                 if n_maps > 1 or more else
                 "Print edition: a still picture. Online, this is an interactive explorer.")
-        panels = [(self.weights, "weights")]
+        panels = [(self.weights, "weights", "weight")]
         if self.contributions is not None:
-            panels.append((self.contributions, "contributions (row shares)"))
+            panels.append((self.contributions, "contributions (row shares)",
+                           "contribution share"))
         with mpl.rc_context(book_style()):
             figure = Figure(figsize=(min((2.4 + 0.42 * cols) * len(panels), 14.0),
                                      min(2.2 + 0.36 * rows, 9.0)))
@@ -384,12 +394,11 @@ class AttentionExplorer:
             top = f"{self.title}: {which}" if self.title else which
             if self.label:
                 top = f"{self.label}. {top}"
-            for index, (array, name) in enumerate(panels, start=1):
+            for index, (array, name, label) in enumerate(panels, start=1):
                 ax = figure.add_subplot(1, len(panels), index)
-                _draw_heatmap(ax, array[layer, head], self.tokens, self.key_tokens,
-                              annotate=False, fmt=".2f",
-                              title=name if len(panels) > 1 else top,
-                              vmin=self.vmin, vmax=self.vmax, colorbar=True)
+                draw_heatmap(ax, array[layer, head], self.tokens, self.key_tokens,
+                             title=name if len(panels) > 1 else top,
+                             vmin=self.vmin, vmax=self.vmax, label=label)
             if len(panels) > 1:
                 figure.suptitle(top, fontsize=11)
             figure.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=9,
@@ -471,9 +480,9 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
                         f"{type(sentences).__name__}")
     if not sentences:
         raise ValueError("sentences must hold at least one sentence, got an empty mapping")
-    from attnbook.pretrained import _resolve, attention_maps
+    from attnbook.pretrained import attention_maps, resolve_model
 
-    loaded = _resolve(model)
+    loaded = resolve_model(model)
     explorers = []
     for label, text in sentences.items():
         if not isinstance(label, str) or not isinstance(text, str):
@@ -551,442 +560,8 @@ cell) to see its row as bars.</div>
 <!--script-->
 </div>"""
 
-_CSS = r"""
-.attnbook-explorer{box-sizing:border-box;display:block;max-width:100%;margin:.75em 0;
-padding:12px 14px;background:#fff;color:#1a1a1a;color-scheme:light;border:1px solid #c8c8c8;
-border-radius:6px;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;
-text-align:left;overflow-x:auto;--attnx-cell:24px;--attnx-lab:96px}
-.attnbook-explorer *,.attnbook-explorer *::before,.attnbook-explorer *::after{
-box-sizing:border-box;letter-spacing:normal;text-transform:none}
-.attnbook-explorer [hidden]{display:none !important}
-.attnbook-explorer .attnx-title{font-weight:600;font-size:15px;margin:0 0 8px}
-.attnbook-explorer .attnx-nojs{font-style:italic;margin:0 0 8px}
-.attnbook-explorer .attnx-controls{display:flex;flex-wrap:wrap;gap:8px 18px;
-align-items:center;margin:0 0 10px}
-.attnbook-explorer .attnx-ctl{display:inline-flex;align-items:center;gap:6px}
-.attnbook-explorer label{display:inline;margin:0;padding:0;font:inherit;font-weight:600;
-color:inherit}
-.attnbook-explorer select,.attnbook-explorer button{font:inherit;font-weight:400;
-color:#1a1a1a;background:#fff;border:1px solid #767676;border-radius:4px;padding:3px 8px;
-margin:0;line-height:1.3;box-shadow:none;width:auto;height:auto;max-width:16em}
-.attnbook-explorer button{cursor:pointer;background:#f0f0f0}
-.attnbook-explorer button:hover{background:#e2e2e2}
-.attnbook-explorer select:focus-visible,.attnbook-explorer button:focus-visible{
-outline:3px solid #0072B2;outline-offset:2px}
-.attnbook-explorer .attnx-ov{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 12px}
-.attnbook-explorer .attnx-tile{display:flex;flex-direction:column;align-items:center;gap:2px;
-padding:3px;background:#fff;border:2px solid #d0d0d0;max-width:none}
-.attnbook-explorer .attnx-tile[aria-pressed="true"]{border-color:#D55E00;background:#fff3e6}
-.attnbook-explorer .attnx-tile canvas{display:block;width:60px;image-rendering:pixelated;
-border:0;margin:0}
-.attnbook-explorer .attnx-tile-label{font-size:11px;line-height:1.2;max-width:64px;
-overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.attnbook-explorer .attnx-main{display:flex;flex-wrap:wrap;gap:14px 24px;align-items:flex-start}
-.attnbook-explorer .attnx-mapwrap{flex:0 0 auto;max-width:100%;overflow-x:auto}
-.attnbook-explorer .attnx-caption{font-weight:600;margin:0 0 2px}
-.attnbook-explorer .attnx-axis,.attnbook-explorer .attnx-help{font-size:12px;color:#444;
-margin:0 0 4px}
-.attnbook-explorer .attnx-help{margin:6px 0 0}
-.attnbook-explorer .attnx-view-note{font-size:12px;color:#444;margin:6px 0 0;max-width:30em}
-.attnbook-explorer .attnx-grid{display:flex;flex-direction:column;margin:0;padding:0;
-border:0;background:transparent}
-.attnbook-explorer .attnx-row{display:flex;flex-direction:row;margin:0;padding:0}
-.attnbook-explorer .attnx-corner,.attnbook-explorer .attnx-rowhead{flex:0 0 var(--attnx-lab);
-width:var(--attnx-lab)}
-.attnbook-explorer .attnx-corner{font-size:11px;color:#444;align-self:flex-end;
-text-align:right;padding:0 6px 2px 0}
-.attnbook-explorer .attnx-colhead{flex:0 0 var(--attnx-cell);width:var(--attnx-cell);
-display:flex;justify-content:center;align-items:flex-end;padding:0 0 3px}
-.attnbook-explorer .attnx-vtext{writing-mode:vertical-rl;transform:rotate(180deg);
-white-space:pre;overflow:hidden;text-overflow:ellipsis;max-height:7em;font-size:12px;
-line-height:1}
-.attnbook-explorer .attnx-rowhead{display:flex;align-items:center;justify-content:flex-end;
-height:var(--attnx-cell);padding:0 4px 0 0}
-.attnbook-explorer .attnx-qbtn{display:block;max-width:100%;border:0;border-radius:3px;
-background:transparent;padding:0 4px;font-size:12px;line-height:1.2;white-space:pre;
-overflow:hidden;text-overflow:ellipsis;text-align:right}
-.attnbook-explorer .attnx-qbtn[aria-pressed="true"]{background:#0072B2;color:#fff;
-font-weight:600}
-.attnbook-explorer .attnx-hl{text-decoration:underline;text-decoration-thickness:2px;
-font-weight:600}
-.attnbook-explorer .attnx-cell{flex:0 0 var(--attnx-cell);width:var(--attnx-cell);
-height:var(--attnx-cell);margin:0;padding:0;border:0;cursor:pointer;position:relative}
-.attnbook-explorer .attnx-cell:hover{box-shadow:inset 0 0 0 1px #fff}
-.attnbook-explorer .attnx-cell:focus{outline:3px solid #000;outline-offset:0;
-box-shadow:inset 0 0 0 3px #fff;z-index:1}
-.attnbook-explorer .attnx-legend{display:flex;align-items:center;gap:6px;margin:8px 0 0;
-font-size:12px}
-.attnbook-explorer .attnx-cbar-name{font-weight:600}
-.attnbook-explorer .attnx-cbar{display:inline-block;width:160px;height:12px;
-border:1px solid #767676}
-.attnbook-explorer .attnx-side{flex:1 1 240px;min-width:220px;max-width:100%}
-.attnbook-explorer .attnx-readout{min-height:3.2em;padding:6px 8px;margin:0 0 10px;
-background:#f4f4f4;border-left:4px solid #0072B2;font-size:13px}
-.attnbook-explorer .attnx-r-tok{white-space:pre;font-weight:600}
-.attnbook-explorer .attnx-r-tok::before{content:"\201C"}
-.attnbook-explorer .attnx-r-tok::after{content:"\201D"}
-.attnbook-explorer .attnx-r-w{font-variant-numeric:tabular-nums}
-.attnbook-explorer .attnx-r-where{color:#444}
-.attnbook-explorer .attnx-bars-title{font-size:13px;margin:0 0 6px}
-.attnbook-explorer .attnx-bars-list{display:flex;flex-direction:column;gap:2px;margin:0;
-padding:0}
-.attnbook-explorer .attnx-bar-row{display:flex;align-items:center;gap:6px;font-size:12px;
-line-height:1.3}
-.attnbook-explorer .attnx-bar-key{flex:0 0 7em;width:7em;text-align:right;white-space:pre;
-overflow:hidden;text-overflow:ellipsis}
-.attnbook-explorer .attnx-bar-track{flex:1 1 auto;min-width:80px;height:12px;
-background:#e8e8e8;position:relative}
-.attnbook-explorer .attnx-bar-fill{display:block;height:100%;width:0}
-.attnbook-explorer .attnx-bar-val{flex:0 0 4.5em;text-align:right;
-font-variant-numeric:tabular-nums}
-""".strip().replace("\n", "")
-
-_SKELETON = _SKELETON.replace("{css}", _CSS)
+_SKELETON = _SKELETON.replace("{css}", _asset("explorer.css"))
 
 # The behaviour. Written without "//" comments (and without any "//" at all) so that the
 # fragment provably holds no protocol-relative URL; one function scope, no globals.
-_SCRIPT = r"""(function () {
-"use strict";
-var D = __DATA__;
-var root = document.getElementById(D.id);
-if (!root || root.getAttribute("data-attnx-ready") === "1") { return; }
-root.setAttribute("data-attnx-ready", "1");
-var NL = D.layers, NH = D.heads, SC = D.scale, DIG = D.digits;
-var VMIN = D.vmin, VMAX = D.vmax, LUT = D.lut;
-var SETS = [D].concat(D.more || []);
-var L, S, W, C, QT, KT;
-var st = { set: 0, view: "w", layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
-var RGB = [];
-var k, i, j, h;
-var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-function numbers(x) {
-  if (x === null || typeof x !== "string") { return x; }
-  var out = [], acc = 0, bits = 0;
-  for (var m = 0; m < x.length; m++) {
-    acc = ((acc << 6) | B64.indexOf(x.charAt(m))) & 0xffffff;
-    bits += 6;
-    if (bits >= 8) { bits -= 8; out.push((acc >> bits) & 255); }
-  }
-  return out;
-}
-for (k = 0; k < SETS.length; k++) {
-  SETS[k].w = numbers(SETS[k].w);
-  SETS[k].c = numbers(SETS[k].c);
-}
-for (k = 0; k < 256; k++) {
-  RGB.push([parseInt(LUT.substr(6 * k, 2), 16), parseInt(LUT.substr(6 * k + 2, 2), 16),
-            parseInt(LUT.substr(6 * k + 4, 2), 16)]);
-}
-function find(cls) { return root.querySelector("." + cls); }
-function make(tag, cls, text) {
-  var e = document.createElement(tag);
-  if (cls) { e.className = cls; }
-  if (text !== undefined) { e.textContent = text; }
-  return e;
-}
-function value(l, hd, r, c) {
-  return (st.view === "c" && C ? C : W)[((l * NH + hd) * L + r) * S + c] / SC;
-}
-function lutIndex(v, lo, hi) {
-  var t = (v - lo) / (hi - lo);
-  if (!(t > 0)) { t = 0; }
-  if (t > 1) { t = 1; }
-  return Math.floor(t * 255 + 0.5);
-}
-function span(l, hd) {
-  if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
-  var top = -Infinity;
-  for (var m = 0; m < L * S; m++) { top = Math.max(top, value(l, hd, 0, m)); }
-  return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
-}
-function fmt(v) { return v.toFixed(DIG); }
-function tick(v) { return String(Number(v.toPrecision(3))); }
-function barWidth(v) {
-  var lo = Math.min(0, VMIN), t = (v - lo) / (VMAX - lo);
-  if (!(t > 0)) { t = 0; }
-  if (t > 1) { t = 1; }
-  return (100 * t).toFixed(2) + "%";
-}
-
-find("attnx-nojs").hidden = true;
-if (D.title) {
-  find("attnx-title").textContent = D.title;
-  find("attnx-title").hidden = false;
-  root.setAttribute("aria-label", "Attention explorer: " + D.title);
-}
-var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
-var scaleSel = find("attnx-scale"), setSel = find("attnx-sentence"), viewSel = find("attnx-view");
-scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
-scaleSel.options[1].textContent = "stretched to each head's largest weight";
-function option(sel, val, text) {
-  var o = make("option", null, text);
-  o.value = String(val);
-  sel.appendChild(o);
-}
-for (i = 0; i < NL; i++) { option(layerSel, i, D.layerNames[i]); }
-for (i = 0; i < NH; i++) { option(headSel, i, D.headNames[i]); }
-for (i = 0; i < SETS.length; i++) { option(setSel, i, SETS[i].label || "sentence " + (i + 1)); }
-if (SETS.length > 1) { find("attnx-ctl-sentence").hidden = false; }
-for (i = 0; i < SETS.length; i++) { if (SETS[i].c) { find("attnx-ctl-view").hidden = false; } }
-if (NL < 2) { find("attnx-ctl-layer").hidden = true; }
-if (NH < 2) { find("attnx-ctl-head").hidden = true; }
-
-var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
-var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
-var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
-function build() {
-var d = SETS[st.set];
-L = d.rows; S = d.cols; W = d.w; C = d.c; QT = d.tokens; KT = d.keys || d.tokens;
-cells = []; qbtns = []; colheads = []; bars = [];
-grid.textContent = ""; barsList.textContent = ""; querySel.textContent = "";
-st.row = 0; st.col = 0; st.query = -1; st.shown = null;
-var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
-root.style.setProperty("--attnx-cell", size + "px");
-option(querySel, -1, "(none)");
-for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
-var hrow = make("div", "attnx-row attnx-colheads");
-hrow.setAttribute("role", "row");
-var corner = make("div", "attnx-corner", "query \u2193 key \u2192");
-corner.setAttribute("role", "columnheader");
-hrow.appendChild(corner);
-for (j = 0; j < S; j++) {
-  var ch = make("div", "attnx-colhead");
-  ch.setAttribute("role", "columnheader");
-  ch.title = KT[j];
-  ch.appendChild(make("span", "attnx-vtext", KT[j]));
-  colheads.push(ch);
-  hrow.appendChild(ch);
-}
-grid.appendChild(hrow);
-for (i = 0; i < L; i++) {
-  var row = make("div", "attnx-row");
-  row.setAttribute("role", "row");
-  var rh = make("div", "attnx-rowhead");
-  rh.setAttribute("role", "rowheader");
-  var qb = make("button", "attnx-qbtn", QT[i]);
-  qb.type = "button";
-  qb.tabIndex = -1;
-  qb.title = QT[i];
-  qb.setAttribute("data-q", String(i));
-  qb.setAttribute("aria-pressed", "false");
-  qbtns.push(qb);
-  rh.appendChild(qb);
-  row.appendChild(rh);
-  for (j = 0; j < S; j++) {
-    var c = make("div", "attnx-cell");
-    c.setAttribute("role", "gridcell");
-    c.tabIndex = (i === 0 && j === 0) ? 0 : -1;
-    c.setAttribute("data-q", String(i));
-    c.setAttribute("data-k", String(j));
-    cells.push(c);
-    row.appendChild(c);
-  }
-  grid.appendChild(row);
-}
-for (h = 0; h < canvases.length; h++) {
-  canvases[h].width = S;
-  canvases[h].height = L;
-  canvases[h].style.height = Math.max(8, Math.round(60 * L / S)) + "px";
-}
-for (j = 0; j < S; j++) {
-  var br = make("div", "attnx-bar-row");
-  br.setAttribute("role", "listitem");
-  var fill = make("span", "attnx-bar-fill");
-  fill.style.backgroundColor = D.bar;
-  var track = make("span", "attnx-bar-track");
-  track.appendChild(fill);
-  var bv = make("span", "attnx-bar-val");
-  var bk = make("span", "attnx-bar-key", KT[j]);
-  bk.title = KT[j];
-  br.appendChild(bk);
-  br.appendChild(track);
-  br.appendChild(bv);
-  bars.push([fill, bv]);
-  barsList.appendChild(br);
-}
-if (out) { out.hint.hidden = false; out.body.hidden = true; }
-barsList.hidden = true;
-}
-var out = null;
-for (h = 0; h < NH; h++) {
-  var tile = make("button", "attnx-tile");
-  tile.type = "button";
-  tile.setAttribute("data-h", String(h));
-  tile.setAttribute("aria-pressed", "false");
-  tile.setAttribute("aria-label", D.headNames[h]);
-  var cv = document.createElement("canvas");
-  cv.setAttribute("aria-hidden", "true");
-  tile.appendChild(cv);
-  tile.appendChild(make("span", "attnx-tile-label", D.headNames[h]));
-  tiles.push(tile);
-  canvases.push(cv);
-  ov.appendChild(tile);
-}
-if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
-
-var stops = [];
-for (k = 0; k <= 16; k++) {
-  stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
-}
-find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
-
-build();
-
-out = {
-  hint: find("attnx-r-hint"), body: find("attnx-r-body"), q: find("attnx-r-q"),
-  i: find("attnx-r-i"), k: find("attnx-r-k"), j: find("attnx-r-j"), w: find("attnx-r-w"),
-  where: find("attnx-r-where")
-};
-function where() { return "(" + D.layerNames[st.layer] + ", " + D.headNames[st.head] + ")"; }
-function show(r, c) {
-  if (st.shown) {
-    qbtns[st.shown[0]].classList.remove("attnx-hl");
-    colheads[st.shown[1]].classList.remove("attnx-hl");
-  }
-  st.shown = [r, c];
-  qbtns[r].classList.add("attnx-hl");
-  colheads[c].classList.add("attnx-hl");
-  out.q.textContent = QT[r];
-  out.i.textContent = String(r);
-  out.k.textContent = KT[c];
-  out.j.textContent = String(c);
-  out.w.textContent = fmt(value(st.layer, st.head, r, c));
-  out.where.textContent = where();
-  out.hint.hidden = true;
-  out.body.hidden = false;
-}
-function drawBars() {
-  var r = st.query;
-  for (var m = 0; m < qbtns.length; m++) {
-    qbtns[m].setAttribute("aria-pressed", m === r ? "true" : "false");
-  }
-  querySel.value = String(r);
-  if (r < 0) { barsList.hidden = true; return; }
-  barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") " +
-    (st.view === "c" && C ? "takes its contributions from" : "attends to") + ", in " +
-    D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
-  for (var c = 0; c < S; c++) {
-    var v = value(st.layer, st.head, r, c);
-    bars[c][0].style.width = barWidth(v);
-    bars[c][1].textContent = fmt(v);
-  }
-  barsList.hidden = false;
-}
-function selectQuery(r) { st.query = r; drawBars(); }
-function drawTiles() {
-  for (var hd = 0; hd < NH; hd++) {
-    var ctx = canvases[hd].getContext("2d");
-    if (!ctx) { continue; }
-    var img = ctx.createImageData(S, L), px = img.data, p = 0, lh = span(st.layer, hd);
-    for (var r = 0; r < L; r++) {
-      for (var c = 0; c < S; c++) {
-        var rgb = RGB[lutIndex(value(st.layer, hd, r, c), lh[0], lh[1])];
-        px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
-        p += 4;
-      }
-    }
-    ctx.putImageData(img, 0, 0);
-  }
-}
-function paint() {
-  var m = 0, lh = span(st.layer, st.head);
-  find("attnx-cbar-lo").textContent = tick(lh[0]);
-  find("attnx-cbar-hi").textContent = tick(lh[1]);
-  for (var r = 0; r < L; r++) {
-    for (var c = 0; c < S; c++, m++) {
-      var v = value(st.layer, st.head, r, c), s = fmt(v);
-      cells[m].style.backgroundColor = "#" + LUT.substr(6 * lutIndex(v, lh[0], lh[1]), 6);
-      cells[m].setAttribute("data-w", s);
-      cells[m].setAttribute("aria-label", "query " + QT[r] + ", key " + KT[c] + ": " + s);
-    }
-  }
-  for (var hd = 0; hd < NH; hd++) {
-    tiles[hd].setAttribute("aria-pressed", hd === st.head ? "true" : "false");
-  }
-  var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head], contrib = st.view === "c" && C;
-  find("attnx-caption").textContent = cap + (contrib ? ": contributions" : "");
-  find("attnx-cbar-name").textContent = contrib ? "contribution" : "weight";
-  find("attnx-r-what").textContent = contrib ? "contribution" : "weight";
-  find("attnx-view-note").hidden = !contrib;
-  viewSel.value = st.view;
-  setSel.value = String(st.set);
-  grid.setAttribute("aria-label", (contrib ? "Contributions" : "Attention weights") + " of " + cap +
-    ": rows are queries (attending from), columns are keys (attended to)");
-  layerSel.value = String(st.layer);
-  headSel.value = String(st.head);
-  if (st.shown) { show(st.shown[0], st.shown[1]); }
-  drawBars();
-}
-function setHead(hd) { st.head = hd; paint(); }
-function setLayer(l) { st.layer = l; drawTiles(); paint(); }
-function activate(r, c) {
-  cells[st.row * S + st.col].tabIndex = -1;
-  st.row = r;
-  st.col = c;
-  cells[r * S + c].tabIndex = 0;
-}
-function cellOf(target) {
-  var c = target && target.closest ? target.closest(".attnx-cell") : null;
-  return c && grid.contains(c) ? c : null;
-}
-function rc(c) { return [Number(c.getAttribute("data-q")), Number(c.getAttribute("data-k"))]; }
-
-layerSel.addEventListener("change", function () { setLayer(Number(layerSel.value)); });
-headSel.addEventListener("change", function () { setHead(Number(headSel.value)); });
-scaleSel.addEventListener("change", function () { drawTiles(); paint(); });
-viewSel.addEventListener("change", function () { st.view = viewSel.value; drawTiles(); paint(); });
-setSel.addEventListener("change", function () {
-  st.set = Number(setSel.value);
-  build();
-  drawTiles();
-  paint();
-});
-querySel.addEventListener("change", function () { selectQuery(Number(querySel.value)); });
-toggle.addEventListener("click", function () {
-  var open = ov.hidden;
-  ov.hidden = !open;
-  toggle.setAttribute("aria-expanded", open ? "true" : "false");
-});
-ov.addEventListener("click", function (e) {
-  var t = e.target.closest ? e.target.closest(".attnx-tile") : null;
-  if (t && ov.contains(t)) { setHead(Number(t.getAttribute("data-h"))); }
-});
-grid.addEventListener("mouseover", function (e) {
-  var c = cellOf(e.target);
-  if (c) { var p = rc(c); show(p[0], p[1]); }
-});
-grid.addEventListener("focusin", function (e) {
-  var c = cellOf(e.target);
-  if (c) { var p = rc(c); activate(p[0], p[1]); show(p[0], p[1]); }
-});
-grid.addEventListener("click", function (e) {
-  var b = e.target.closest ? e.target.closest(".attnx-qbtn") : null;
-  if (b && grid.contains(b)) { selectQuery(Number(b.getAttribute("data-q"))); return; }
-  var c = cellOf(e.target);
-  if (c) { var p = rc(c); c.focus(); selectQuery(p[0]); }
-});
-grid.addEventListener("keydown", function (e) {
-  var c = cellOf(e.target);
-  if (e.key === "Escape") { selectQuery(-1); return; }
-  if (!c) { return; }
-  var p = rc(c), r = p[0], col = p[1];
-  switch (e.key) {
-    case "ArrowRight": col = Math.min(S - 1, col + 1); break;
-    case "ArrowLeft": col = Math.max(0, col - 1); break;
-    case "ArrowDown": r = Math.min(L - 1, r + 1); break;
-    case "ArrowUp": r = Math.max(0, r - 1); break;
-    case "Home": col = 0; if (e.ctrlKey) { r = 0; } break;
-    case "End": col = S - 1; if (e.ctrlKey) { r = L - 1; } break;
-    case "PageUp": r = 0; break;
-    case "PageDown": r = L - 1; break;
-    case "Enter": case " ": e.preventDefault(); selectQuery(r); return;
-    default: return;
-  }
-  e.preventDefault();
-  activate(r, col);
-  cells[r * S + col].focus();
-});
-
-drawTiles();
-paint();
-})();"""
+_SCRIPT = _asset("explorer.js")

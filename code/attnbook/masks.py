@@ -16,9 +16,6 @@ from ._validate import require_int
 
 __all__ = ["causal_mask", "padding_mask"]
 
-# The old private name, which efficient.py and training.py still import from here; the check
-# now lives in attnbook._validate. Remove it once those modules import from there.
-_require_count = require_int
 
 
 def causal_mask(L: int, S: int | None = None, *, offset: int = 0,

@@ -586,13 +586,12 @@ weighted by a \u22121e9 fill</span><span>allowed: coloured by weight, 0 (dark) t
                 f"<tbody>{rows}</tbody></table>")
 
     def _draw(self, figure: mpl.figure.Figure) -> None:
-        from attnbook.plots import _draw_heatmap, shade_masked
+        from attnbook.plots import draw_heatmap, shade_masked
 
         weights, mask = self.opening_weights(), self.preset_mask()
         ax = figure.subplots()
-        _draw_heatmap(ax, weights, self.tokens, self.tokens, annotate=True, fmt=".2f",
-                      title=f"Weights under the {MASK_PRESETS[self.preset]} mask", vmin=0.0,
-                      vmax=1.0, colorbar=True)
+        draw_heatmap(ax, weights, self.tokens, annotate=True,
+                     title=f"Weights under the {MASK_PRESETS[self.preset]} mask")
         shade_masked(ax, mask, weights)
         figure.tight_layout(rect=(0, 0.07, 1, 1))
         _note(figure, "Print edition: the opening state (hatched cells are forbidden). "

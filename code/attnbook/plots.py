@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
 __all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "attention_heatmap_row",
-           "book_style", "plot_vectors_2d",
+           "book_style", "draw_heatmap", "plot_vectors_2d",
            "use_book_style", "mask_panels", "shade_masked"]
 
 #: Okabe & Ito (2008), a palette distinguishable under the common colour-vision deficiencies.
@@ -94,6 +94,15 @@ def _check_labels(name: str, labels: Sequence[str] | None, size: int, axis: str)
     return labels
 
 
+def _axis_labels(tokens: Sequence[str] | None, key_tokens: Sequence[str] | None,
+                 n_rows: int, n_cols: int) -> tuple[list[str], list[str]]:
+    """The query and key labels; the query tokens label the keys too on a square map."""
+    if key_tokens is None and tokens is not None and n_rows == n_cols:
+        key_tokens = tokens
+    return (_check_labels("tokens", tokens, n_rows, "rows (queries)"),
+            _check_labels("key_tokens", key_tokens, n_cols, "columns (keys)"))
+
+
 def attention_heatmap(
     weights: torch.Tensor | np.ndarray,
     tokens: Sequence[str] | None = None,
@@ -130,23 +139,41 @@ def attention_heatmap(
     """
     matrix = _as_matrix(weights)
     n_rows, n_cols = matrix.shape
-    row_labels = _check_labels("tokens", tokens, n_rows, "rows (queries)")
-    if key_tokens is None and tokens is not None and n_rows == n_cols:
-        key_tokens = tokens
-    col_labels = _check_labels("key_tokens", key_tokens, n_cols, "columns (keys)")
-
+    row_labels, col_labels = _axis_labels(tokens, key_tokens, n_rows, n_cols)  # before a figure
     with mpl.rc_context(book_style()):
         if ax is None:
             _, ax = plt.subplots(figsize=(1.2 + 0.55 * n_cols, 0.9 + 0.5 * n_rows))
-        _draw_heatmap(ax, matrix, row_labels, col_labels, annotate=annotate, fmt=fmt,
-                      title=title, vmin=vmin, vmax=vmax, colorbar=colorbar)
+        draw_heatmap(ax, matrix, row_labels, col_labels, annotate=annotate, fmt=fmt,
+                     title=title, vmin=vmin, vmax=vmax, colorbar=colorbar)
     return ax
 
 
-def _draw_heatmap(ax: Axes, matrix: np.ndarray, row_labels: list[str], col_labels: list[str],
-                  *, annotate: bool, fmt: str, title: str | None, vmin: float,
-                  vmax: float | None, colorbar: bool) -> None:
+def draw_heatmap(
+    ax: Axes,
+    weights: torch.Tensor | np.ndarray,
+    tokens: Sequence[str] | None = None,
+    key_tokens: Sequence[str] | None = None,
+    *,
+    annotate: bool = False,
+    fmt: str = ".2f",
+    title: str | None = None,
+    vmin: float = 0.0,
+    vmax: float | None = 1.0,
+    colorbar: bool = True,
+    label: str = "weight",
+) -> None:
+    """Draw a query-by-key matrix into an existing Axes, in the current style.
+
+    What :func:`attention_heatmap` draws, for callers that lay out their own figure (the
+    explorer's print picture, the playgrounds) and for matrices that are not weights:
+    ``label`` names the colour bar. The arguments are those of
+    :func:`attention_heatmap`, and it raises the same errors.
+    """
+    if not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    matrix = _as_matrix(weights)
     n_rows, n_cols = matrix.shape
+    row_labels, col_labels = _axis_labels(tokens, key_tokens, n_rows, n_cols)
     image = ax.imshow(matrix, cmap=HEATMAP_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(n_cols), col_labels, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(n_rows), row_labels)
@@ -165,7 +192,7 @@ def _draw_heatmap(ax: Axes, matrix: np.ndarray, row_labels: list[str], col_label
                 ax.text(j, i, format(matrix[i, j], fmt), ha="center", va="center",
                         fontsize=8, color="black" if light_cell else "white")
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
 
 
 #: The Okabe-Ito palette without yellow, which is hard to see as a thin arrow on white.

@@ -25,17 +25,22 @@ import torch
 from torch import Tensor
 
 from ._validate import require_int, require_tensor
+from .layers import MultiHeadAttention
 
 __all__ = [
     "DEFAULT_MODEL",
     "ENV_VAR",
     "MODEL_NAMES",
     "PretrainedModel",
+    "attention_layer",
     "attention_maps",
     "contextual_embeddings",
+    "encode",
+    "layer_inputs",
     "load_model",
     "nearest_rows",
     "nearest_tokens",
+    "resolve_model",
     "token_embeddings",
 ]
 
@@ -140,7 +145,15 @@ def load_model(name: str | None = None) -> PretrainedModel:
     return _load(name)
 
 
-def _resolve(model: PretrainedModel | str | None) -> PretrainedModel:
+def resolve_model(model: PretrainedModel | str | None) -> PretrainedModel:
+    """A loaded model from what every function here accepts as ``model``.
+
+    ``None`` or a name goes through :func:`load_model`; a :class:`PretrainedModel` is
+    returned as it is.
+
+    Raises:
+        TypeError: for anything else.
+    """
     if model is None or isinstance(model, str):
         return load_model(model)
     if isinstance(model, PretrainedModel):
@@ -150,7 +163,18 @@ def _resolve(model: PretrainedModel | str | None) -> PretrainedModel:
     )
 
 
-def _encode(text: str, loaded: PretrainedModel) -> tuple[dict[str, Tensor], list[str]]:
+def encode(text: str, loaded: PretrainedModel) -> tuple[dict[str, Tensor], list[str]]:
+    """Tokenize ``text`` for ``loaded``'s model.
+
+    Returns:
+        ``(encoding, tokens)``: the tokenizer's tensors for a batch of one (``input_ids``
+        of shape ``(1, n)`` and whatever else the model takes), ready for
+        ``loaded.model(**encoding)``, and the ``n`` token strings.
+
+    Raises:
+        TypeError: if ``text`` is not a string.
+        ValueError: if ``text`` is empty or only white space.
+    """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
     if not text.strip():
@@ -169,18 +193,74 @@ def token_embeddings(text: str, model: PretrainedModel | str | None = None
         ``n`` token strings as the tokenizer splits them. The same token gets the same row
         in every sentence.
     """
-    loaded = _resolve(model)
-    encoding, tokens = _encode(text, loaded)
+    loaded = resolve_model(model)
+    encoding, tokens = encode(text, loaded)
     ids = encoding["input_ids"][0]  # (n,)
     return loaded.embedding_table[ids].clone().float(), tokens  # (n, E)
 
 
 @torch.no_grad()
 def _run(text: str, model: PretrainedModel | str | None) -> tuple[Any, list[str]]:
-    loaded = _resolve(model)
-    encoding, tokens = _encode(text, loaded)
+    loaded = resolve_model(model)
+    encoding, tokens = encode(text, loaded)
     outputs = loaded.model(**encoding, output_attentions=True)
     return outputs, tokens
+
+
+def layer_inputs(text: str, layer: int, model: PretrainedModel | str | None = None
+                 ) -> tuple[Tensor, list[str]]:
+    """The hidden states that enter layer ``layer`` of the model on ``text``.
+
+    Layer 0 receives the output of the embedding module (for MiniLM, token + position +
+    segment vectors, summed and layer-normed); layer ``l > 0`` receives the output of layer
+    ``l - 1``.
+
+    Args:
+        layer: ``0 .. num_layers - 1``.
+
+    Returns:
+        ``(X, tokens)`` with ``X`` of shape ``(n, E)`` (float32, no gradient).
+
+    Raises:
+        TypeError: for a non-int ``layer`` or non-string ``text``.
+        ValueError: for ``layer`` outside ``0 .. num_layers - 1`` or an empty ``text``.
+    """
+    loaded = resolve_model(model)
+    layer = require_int("layer", layer, minimum=0, maximum=loaded.num_layers - 1)
+    encoding, tokens = encode(text, loaded)
+    with torch.no_grad():
+        hidden = loaded.model(**encoding, output_hidden_states=True).hidden_states
+    return hidden[layer][0].float(), tokens  # (n, E)
+
+
+def attention_layer(layer: int, model: PretrainedModel | str | None = None
+                    ) -> MultiHeadAttention:
+    """The self-attention of layer ``layer`` as the package's :class:`MultiHeadAttention`.
+
+    The four projections (query, key, value and output, with their biases) are copied
+    from the model, so on :func:`layer_inputs` the copy returns the model's own attention
+    weights for that layer (those of :func:`attention_maps`) and the output of its
+    attention block before the residual connection and layer norm. The copy is in eval
+    mode and owns its parameters: training it leaves the model unchanged.
+
+    Raises:
+        TypeError: for a non-int ``layer``.
+        ValueError: for ``layer`` outside ``0 .. num_layers - 1``, or a model that is not
+            BERT-style (GPT-2 packs its projections differently).
+    """
+    loaded = resolve_model(model)
+    layer = require_int("layer", layer, minimum=0, maximum=loaded.num_layers - 1)
+    encoder = getattr(loaded.model, "encoder", None)
+    if encoder is None:
+        raise ValueError(
+            f"attention_layer needs a BERT-style model such as 'minilm', got {loaded.name!r}"
+        )
+    bert = encoder.layer[layer].attention
+    copy = MultiHeadAttention(loaded.width, loaded.num_heads)
+    for mine, theirs in ((copy.q_proj, bert.self.query), (copy.k_proj, bert.self.key),
+                         (copy.v_proj, bert.self.value), (copy.out_proj, bert.output.dense)):
+        mine.load_state_dict(theirs.state_dict())  # copies the tensors
+    return copy.eval()
 
 
 def contextual_embeddings(text: str, model: PretrainedModel | str | None = None
@@ -266,7 +346,7 @@ def nearest_tokens(vector_or_token: Tensor | str, k: int = 10,
         ValueError: for a string that is not a single token, a vector of the wrong shape,
             or ``k`` outside ``1 .. vocabulary size - 1``.
     """
-    loaded = _resolve(model)
+    loaded = resolve_model(model)
     table = loaded.embedding_table.float()  # (V, E)
     k = require_int("k", k, minimum=1, maximum=table.shape[0] - 1)
     exclude = None

@@ -35,11 +35,11 @@ Masks are boolean and ``True`` means "may attend", as everywhere in :mod:`attnbo
 
 from __future__ import annotations
 
+import contextlib
 import math
-import numbers
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
@@ -47,14 +47,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import _require_tensor, check_mask
+from ._validate import check_mask, require_int, require_real, require_tensor
 from .layers import MultiHeadAttention
-from .masks import _require_count, causal_mask
+from .masks import causal_mask
 from .timing import one_thread
 
 __all__ = [
     "Evaluation",
     "MaskExperiment",
+    "MaskRun",
     "ModelOutput",
     "RepeatTask",
     "ReversalTask",
@@ -80,11 +81,10 @@ MaskFn = Callable[[int], Tensor]
 
 
 def _require_rate(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not (math.isfinite(float(value)) and value > 0):
+    value = require_real(name, value)
+    if value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return float(value)
+    return value
 
 
 def _require_generator(generator: object) -> torch.Generator:
@@ -151,8 +151,8 @@ class ReversalTask:
     length: int = 8
 
     def __post_init__(self) -> None:
-        _require_count("vocab_size", self.vocab_size, minimum=2)
-        _require_count("length", self.length, minimum=2)
+        require_int("vocab_size", self.vocab_size, minimum=2)
+        require_int("length", self.length, minimum=2)
 
     def batch(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """A seeded batch ``(inputs, targets)``, both ``(batch_size, L)`` ``torch.long``.
@@ -163,7 +163,7 @@ class ReversalTask:
             TypeError: ``batch_size`` not an int, ``generator`` not a ``torch.Generator``.
             ValueError: ``batch_size < 1``.
         """
-        batch_size = _require_count("batch_size", batch_size)
+        batch_size = require_int("batch_size", batch_size)
         generator = _require_generator(generator)
         inputs = torch.randint(self.vocab_size, (batch_size, self.length),
                                generator=generator)  # (B, L)
@@ -174,12 +174,12 @@ class ReversalTask:
 
         ``L`` defaults to ``self.length``.
         """
-        L = self.length if L is None else _require_count("L", L)
+        L = self.length if L is None else require_int("L", L)
         return torch.eye(L).flip(-1)  # (L, L)
 
     def answerable(self, L: int | None = None) -> Tensor:
         """``(L,)`` boolean, all ``True``: every target is somewhere in the input."""
-        L = self.length if L is None else _require_count("L", L)
+        L = self.length if L is None else require_int("L", L)
         return torch.ones(L, dtype=torch.bool)  # (L,)
 
 
@@ -215,11 +215,11 @@ class RepeatTask:
     period: int | None = None
 
     def __post_init__(self) -> None:
-        _require_count("vocab_size", self.vocab_size, minimum=2)
-        _require_count("length", self.length, minimum=3)
+        require_int("vocab_size", self.vocab_size, minimum=2)
+        require_int("length", self.length, minimum=3)
         if self.period is None:
             object.__setattr__(self, "period", self.length // 2)
-        period = _require_count("period", self.period, minimum=2)
+        period = require_int("period", self.period, minimum=2)
         if period > self.length:
             raise ValueError(
                 f"period must be at most length={self.length}, got {period}: otherwise no "
@@ -233,7 +233,7 @@ class RepeatTask:
             TypeError: ``batch_size`` not an int, ``generator`` not a ``torch.Generator``.
             ValueError: ``batch_size < 1``.
         """
-        batch_size = _require_count("batch_size", batch_size)
+        batch_size = require_int("batch_size", batch_size)
         generator = _require_generator(generator)
         prefix = torch.randint(self.vocab_size, (batch_size, self.period),
                                generator=generator)  # (B, period)
@@ -250,17 +250,17 @@ class RepeatTask:
         target is random, and no key in their past holds it. ``L`` defaults to
         ``self.length``.
         """
-        L = self.length if L is None else _require_count("L", L)
+        L = self.length if L is None else require_int("L", L)
         query = torch.arange(L)[:, None]  # (L, 1)
         key = torch.arange(L)[None, :]  # (1, L)
         # Key j holds s[j] and query t wants s[t + 1]: the same prefix token when
         # j = t + 1 (mod period); the causal mask allows j <= t.
-        carries = ((key <= query) & ((query + 1 - key) % self.period == 0)).float()  # (L, L)
+        carries = (causal_mask(L) & ((query + 1 - key) % self.period == 0)).float()  # (L, L)
         return carries / carries.sum(-1, keepdim=True).clamp(min=1)  # (L, L)
 
     def answerable(self, L: int | None = None) -> Tensor:
         """``(L,)`` boolean: ``True`` from position ``period - 1`` on."""
-        L = self.length if L is None else _require_count("L", L)
+        L = self.length if L is None else require_int("L", L)
         return torch.arange(L) >= self.period - 1  # (L,)
 
 
@@ -309,9 +309,9 @@ def lookahead_mask(L: int, lookahead: int = 1) -> Tensor:
         TypeError: if ``L`` or ``lookahead`` is not an int.
         ValueError: if ``L < 1`` or ``lookahead < 0``.
     """
-    L = _require_count("L", L)
-    lookahead = _require_count("lookahead", lookahead, minimum=0)
-    return torch.ones(L, L, dtype=torch.bool).tril(lookahead)  # (L, L)
+    L = require_int("L", L)
+    lookahead = require_int("lookahead", lookahead, minimum=0)
+    return causal_mask(L, offset=lookahead)  # (L, L)
 
 
 # --------------------------------------------------------------------------------------
@@ -328,8 +328,8 @@ def sinusoidal_positions(L: int, d_model: int) -> Tensor:
         TypeError: a size that is not an int.
         ValueError: ``L < 1``, or ``d_model`` not a positive even number.
     """
-    L = _require_count("L", L)
-    d_model = _require_count("d_model", d_model)
+    L = require_int("L", L)
+    d_model = require_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
     position = torch.arange(L, dtype=torch.float32)[:, None]  # (L, 1)
@@ -383,17 +383,17 @@ class TinyAttentionModel(nn.Module):
                  positions: Literal["learned", "sinusoidal", "none"] = "learned",
                  seed: int | None = 0) -> None:
         super().__init__()
-        self.vocab_size = _require_count("vocab_size", vocab_size, minimum=2)
-        self.max_len = _require_count("max_len", max_len)
-        d_model = _require_count("d_model", d_model)
-        d_mlp = _require_count("d_mlp", d_mlp, minimum=0)
+        self.vocab_size = require_int("vocab_size", vocab_size, minimum=2)
+        self.max_len = require_int("max_len", max_len)
+        d_model = require_int("d_model", d_model)
+        d_mlp = require_int("d_mlp", d_mlp, minimum=0)
         if positions not in ("learned", "sinusoidal", "none"):
             raise ValueError(
                 f'positions must be "learned", "sinusoidal" or "none", got {positions!r}'
             )
         self.positions = positions
         if seed is not None:
-            seed = _require_count("seed", seed, minimum=0)
+            seed = require_int("seed", seed, minimum=0)
         with torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -447,7 +447,7 @@ class TinyAttentionModel(nn.Module):
 
 
 def _check_tokens(name: str, tokens: object, vocab_size: int, max_len: int) -> Tensor:
-    tokens = _require_tensor(name, tokens)
+    tokens = require_tensor(name, tokens)
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer tokens (torch.long), got dtype {tokens.dtype}")
     if tokens.dim() != 2:
@@ -506,8 +506,8 @@ def pattern_agreement(weights: Tensor, required: Tensor, *,
         ValueError: shapes that do not match, an unknown ``kind``, or a ``required`` map
             with no non-zero row.
     """
-    weights = _require_tensor("weights", weights)
-    required = _require_tensor("required", required)
+    weights = require_tensor("weights", weights)
+    required = require_tensor("required", required)
     if not weights.is_floating_point():
         raise TypeError(f"weights must be a floating-point tensor, got dtype {weights.dtype}")
     if required.dim() != 2:
@@ -592,17 +592,24 @@ def _held_out(task: Task, batch_size: int, seed: int, which: int = 1) -> tuple[T
     return task.batch(batch_size, torch.Generator().manual_seed(seed + which * _HELD_OUT))
 
 
-@torch.no_grad()
-def _measure(model: nn.Module, task: Task, inputs: Tensor, targets: Tensor,
-             mask: Tensor | None) -> tuple[Evaluation, Tensor]:
-    """Evaluate on one batch; also return the batch-mean attention map ``(h, L, L)``."""
+@contextlib.contextmanager
+def _inference(model: nn.Module) -> Iterator[None]:
+    """Eval mode on one thread (deterministic sums), then the model's own mode back."""
     was_training = model.training
     model.eval()
     try:
         with one_thread():
-            logits, weights = model(inputs, mask)  # (B, L, V), (B, h, L, L)
+            yield
     finally:
         model.train(was_training)
+
+
+@torch.no_grad()
+def _measure(model: nn.Module, task: Task, inputs: Tensor, targets: Tensor,
+             mask: Tensor | None) -> tuple[Evaluation, Tensor]:
+    """Evaluate on one batch; also return the batch-mean attention map ``(h, L, L)``."""
+    with _inference(model):
+        logits, weights = model(inputs, mask)  # (B, L, V), (B, h, L, L)
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
     answerable = task.answerable(task.length)  # (L,)
     correct = logits.argmax(-1) == targets  # (B, L)
@@ -638,8 +645,8 @@ def evaluate(model: nn.Module, task: Task, *, mask: Tensor | None = None,
     model = _check_model(model)
     task = _check_task(task)
     mask = _check_square_mask(mask, task.length)
-    batch_size = _require_count("batch_size", batch_size)
-    seed = _require_count("seed", seed, minimum=0)
+    batch_size = require_int("batch_size", batch_size)
+    seed = require_int("seed", seed, minimum=0)
     return _measure(model, task, *_held_out(task, batch_size, seed), mask)[0]
 
 
@@ -698,17 +705,17 @@ def train(
     """
     model = _check_model(model)
     task = _check_task(task)
-    steps = _require_count("steps", steps)
-    batch_size = _require_count("batch_size", batch_size)
+    steps = require_int("steps", steps)
+    batch_size = require_int("batch_size", batch_size)
     lr = _require_rate("lr", lr)
     mask = _check_square_mask(mask, task.length)
-    seed = _require_count("seed", seed, minimum=0)
+    seed = require_int("seed", seed, minimum=0)
     if not isinstance(progress, bool):
         raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     eval_every = (max(1, steps // 20) if eval_every is None
-                  else _require_count("eval_every", eval_every))
-    eval_batch_size = _require_count("eval_batch_size", eval_batch_size)
-    progress_lines = _require_count("progress_lines", progress_lines)
+                  else require_int("eval_every", eval_every))
+    eval_batch_size = require_int("eval_batch_size", eval_batch_size)
+    progress_lines = require_int("progress_lines", progress_lines)
     params = list(model.parameters())
     if not params:
         raise ValueError("model has no parameters to train")
@@ -788,7 +795,7 @@ def generate(model: nn.Module, prompt: Tensor, steps: int,
             the model's ``max_len``.
     """
     model = _check_model(model)
-    steps = _require_count("steps", steps, minimum=0)
+    steps = require_int("steps", steps, minimum=0)
     mask_fn = _require_mask_fn("mask_fn", mask_fn)
     vocab_size = getattr(model, "vocab_size", None)
     max_len = getattr(model, "max_len", None)
@@ -801,18 +808,13 @@ def generate(model: nn.Module, prompt: Tensor, steps: int,
             )
     else:
         tokens = _check_tokens("prompt", prompt, sys.maxsize, sys.maxsize)  # (B, P)
-    was_training = model.training
-    model.eval()
-    try:
-        with one_thread():
-            for _ in range(steps):
-                n = tokens.shape[1]
-                mask = None if mask_fn is None else mask_fn(n)  # (n, n)
-                logits, _ = model(tokens, mask)  # (B, n, V)
-                next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-                tokens = torch.cat([tokens, next_token], dim=1)  # (B, n + 1)
-    finally:
-        model.train(was_training)
+    with _inference(model):
+        for _ in range(steps):
+            n = tokens.shape[1]
+            mask = None if mask_fn is None else mask_fn(n)  # (n, n)
+            logits, _ = model(tokens, mask)  # (B, n, V)
+            next_token = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)  # (B, n + 1)
     return tokens
 
 
@@ -845,8 +847,8 @@ def honest_accuracy(model: nn.Module, task: Task, mask_fn: MaskFn | None = causa
     model = _check_model(model)
     task = _check_task(task)
     mask_fn = _require_mask_fn("mask_fn", mask_fn)
-    batch_size = _require_count("batch_size", batch_size)
-    seed = _require_count("seed", seed, minimum=0)
+    batch_size = require_int("batch_size", batch_size)
+    seed = require_int("seed", seed, minimum=0)
     inputs, targets = _held_out(task, batch_size, seed)  # (B, L), (B, L)
     positions = torch.nonzero(task.answerable(task.length)).flatten().tolist()
     correct = 0.0
@@ -862,29 +864,37 @@ def honest_accuracy(model: nn.Module, task: Task, mask_fn: MaskFn | None = causa
 
 
 @dataclass
+class MaskRun:
+    """One model of :func:`mask_experiment`, trained and measured with one mask.
+
+    Attributes:
+        model: the trained model.
+        history: its :class:`TrainingHistory`.
+        loss: the mean training loss over the last tenth of the steps (nats per token,
+            every position).
+        accuracy: :func:`honest_accuracy` on the answerable positions, with the mask the
+            model was trained with.
+    """
+
+    model: TinyAttentionModel
+    history: TrainingHistory
+    loss: float
+    accuracy: float
+
+
+@dataclass
 class MaskExperiment:
     """The same model trained with the causal mask and with a future-revealing mask.
 
     Attributes:
-        causal_model, leaky_model: the two trained models.
-        causal_history, leaky_history: their :class:`TrainingHistory`.
-        causal_train_loss, leaky_train_loss: the mean training loss over the last tenth
-            of the steps (nats per token, every position).
-        causal_accuracy, leaky_accuracy: :func:`honest_accuracy` on the answerable
-            positions, each model with the mask it was trained with.
+        causal, leaky: the two :class:`MaskRun` records.
         honest_floor: the lowest loss a model that sees only the past can expect:
             ``ln(vocab_size)`` on each unanswerable position, 0 on the others, averaged.
         chance: ``1 / vocab_size``, the accuracy of guessing.
     """
 
-    causal_model: TinyAttentionModel
-    leaky_model: TinyAttentionModel
-    causal_history: TrainingHistory
-    leaky_history: TrainingHistory
-    causal_train_loss: float
-    leaky_train_loss: float
-    causal_accuracy: float
-    leaky_accuracy: float
+    causal: MaskRun
+    leaky: MaskRun
     honest_floor: float
     chance: float
 
@@ -919,20 +929,17 @@ def mask_experiment(task: Task | None = None, *, steps: int = 400, batch_size: i
     if leaky_mask_fn is None:
         raise TypeError("leaky_mask_fn must be a function n -> (n, n) boolean mask, got None")
     L = task.length
-    runs = {}
-    for name, mask_fn in (("causal", causal_mask), ("leaky", leaky_mask_fn)):
+    runs = []
+    for mask_fn in (causal_mask, leaky_mask_fn):
         model = TinyAttentionModel.for_task(task, seed=seed, **model_kwargs)
         history = train(model, task, steps=steps, batch_size=batch_size, lr=lr,
                         mask=mask_fn(L), seed=seed, progress=progress)
         tail = history.losses[-max(1, steps // 10):]
-        runs[name] = (model, history, sum(tail) / len(tail),
-                      honest_accuracy(model, task, mask_fn, seed=seed))
+        runs.append(MaskRun(model, history, sum(tail) / len(tail),
+                            honest_accuracy(model, task, mask_fn, seed=seed)))
     unanswerable = int((~task.answerable(L)).sum())
     return MaskExperiment(
-        causal_model=runs["causal"][0], leaky_model=runs["leaky"][0],
-        causal_history=runs["causal"][1], leaky_history=runs["leaky"][1],
-        causal_train_loss=runs["causal"][2], leaky_train_loss=runs["leaky"][2],
-        causal_accuracy=runs["causal"][3], leaky_accuracy=runs["leaky"][3],
+        causal=runs[0], leaky=runs[1],
         honest_floor=unanswerable / L * math.log(task.vocab_size),
         chance=1.0 / task.vocab_size,
     )

@@ -1,0 +1,345 @@
+(function () {
+"use strict";
+var D = __DATA__;
+var root = document.getElementById(D.id);
+if (!root || root.getAttribute("data-attnx-ready") === "1") { return; }
+root.setAttribute("data-attnx-ready", "1");
+var NL = D.layers, NH = D.heads, SC = D.scale, DIG = D.digits;
+var VMIN = D.vmin, VMAX = D.vmax, LUT = D.lut;
+var SETS = [D].concat(D.more || []);
+var L, S, W, C, QT, KT;
+var st = { set: 0, view: "w", layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
+var RGB = [];
+var k, i, j, h;
+var B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+function numbers(x) {
+  if (x === null || typeof x !== "string") { return x; }
+  var out = [], acc = 0, bits = 0;
+  for (var m = 0; m < x.length; m++) {
+    acc = ((acc << 6) | B64.indexOf(x.charAt(m))) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) { bits -= 8; out.push((acc >> bits) & 255); }
+  }
+  return out;
+}
+for (k = 0; k < SETS.length; k++) {
+  SETS[k].w = numbers(SETS[k].w);
+  SETS[k].c = numbers(SETS[k].c);
+}
+for (k = 0; k < 256; k++) {
+  RGB.push([parseInt(LUT.substr(6 * k, 2), 16), parseInt(LUT.substr(6 * k + 2, 2), 16),
+            parseInt(LUT.substr(6 * k + 4, 2), 16)]);
+}
+function find(cls) { return root.querySelector("." + cls); }
+function make(tag, cls, text) {
+  var e = document.createElement(tag);
+  if (cls) { e.className = cls; }
+  if (text !== undefined) { e.textContent = text; }
+  return e;
+}
+function value(l, hd, r, c) {
+  return (st.view === "c" && C ? C : W)[((l * NH + hd) * L + r) * S + c] / SC;
+}
+function lutIndex(v, lo, hi) {
+  var t = (v - lo) / (hi - lo);
+  if (!(t > 0)) { t = 0; }
+  if (t > 1) { t = 1; }
+  return Math.floor(t * 255 + 0.5);
+}
+function span(l, hd) {
+  if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
+  var top = -Infinity;
+  for (var m = 0; m < L * S; m++) { top = Math.max(top, value(l, hd, 0, m)); }
+  return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
+}
+function fmt(v) { return v.toFixed(DIG); }
+function tick(v) { return String(Number(v.toPrecision(3))); }
+function barWidth(v) {
+  var lo = Math.min(0, VMIN), t = (v - lo) / (VMAX - lo);
+  if (!(t > 0)) { t = 0; }
+  if (t > 1) { t = 1; }
+  return (100 * t).toFixed(2) + "%";
+}
+
+find("attnx-nojs").hidden = true;
+if (D.title) {
+  find("attnx-title").textContent = D.title;
+  find("attnx-title").hidden = false;
+  root.setAttribute("aria-label", "Attention explorer: " + D.title);
+}
+var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
+var scaleSel = find("attnx-scale"), setSel = find("attnx-sentence"), viewSel = find("attnx-view");
+scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
+scaleSel.options[1].textContent = "stretched to each head's largest weight";
+function option(sel, val, text) {
+  var o = make("option", null, text);
+  o.value = String(val);
+  sel.appendChild(o);
+}
+for (i = 0; i < NL; i++) { option(layerSel, i, D.layerNames[i]); }
+for (i = 0; i < NH; i++) { option(headSel, i, D.headNames[i]); }
+for (i = 0; i < SETS.length; i++) { option(setSel, i, SETS[i].label || "sentence " + (i + 1)); }
+if (SETS.length > 1) { find("attnx-ctl-sentence").hidden = false; }
+for (i = 0; i < SETS.length; i++) { if (SETS[i].c) { find("attnx-ctl-view").hidden = false; } }
+if (NL < 2) { find("attnx-ctl-layer").hidden = true; }
+if (NH < 2) { find("attnx-ctl-head").hidden = true; }
+
+var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
+var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
+var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+function build() {
+var d = SETS[st.set];
+L = d.rows; S = d.cols; W = d.w; C = d.c; QT = d.tokens; KT = d.keys || d.tokens;
+cells = []; qbtns = []; colheads = []; bars = [];
+grid.textContent = ""; barsList.textContent = ""; querySel.textContent = "";
+st.row = 0; st.col = 0; st.query = -1; st.shown = null;
+var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
+root.style.setProperty("--attnx-cell", size + "px");
+option(querySel, -1, "(none)");
+for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
+var hrow = make("div", "attnx-row attnx-colheads");
+hrow.setAttribute("role", "row");
+var corner = make("div", "attnx-corner", "query \u2193 key \u2192");
+corner.setAttribute("role", "columnheader");
+hrow.appendChild(corner);
+for (j = 0; j < S; j++) {
+  var ch = make("div", "attnx-colhead");
+  ch.setAttribute("role", "columnheader");
+  ch.title = KT[j];
+  ch.appendChild(make("span", "attnx-vtext", KT[j]));
+  colheads.push(ch);
+  hrow.appendChild(ch);
+}
+grid.appendChild(hrow);
+for (i = 0; i < L; i++) {
+  var row = make("div", "attnx-row");
+  row.setAttribute("role", "row");
+  var rh = make("div", "attnx-rowhead");
+  rh.setAttribute("role", "rowheader");
+  var qb = make("button", "attnx-qbtn", QT[i]);
+  qb.type = "button";
+  qb.tabIndex = -1;
+  qb.title = QT[i];
+  qb.setAttribute("data-q", String(i));
+  qb.setAttribute("aria-pressed", "false");
+  qbtns.push(qb);
+  rh.appendChild(qb);
+  row.appendChild(rh);
+  for (j = 0; j < S; j++) {
+    var c = make("div", "attnx-cell");
+    c.setAttribute("role", "gridcell");
+    c.tabIndex = (i === 0 && j === 0) ? 0 : -1;
+    c.setAttribute("data-q", String(i));
+    c.setAttribute("data-k", String(j));
+    cells.push(c);
+    row.appendChild(c);
+  }
+  grid.appendChild(row);
+}
+for (h = 0; h < canvases.length; h++) {
+  canvases[h].width = S;
+  canvases[h].height = L;
+  canvases[h].style.height = Math.max(8, Math.round(60 * L / S)) + "px";
+}
+for (j = 0; j < S; j++) {
+  var br = make("div", "attnx-bar-row");
+  br.setAttribute("role", "listitem");
+  var fill = make("span", "attnx-bar-fill");
+  fill.style.backgroundColor = D.bar;
+  var track = make("span", "attnx-bar-track");
+  track.appendChild(fill);
+  var bv = make("span", "attnx-bar-val");
+  var bk = make("span", "attnx-bar-key", KT[j]);
+  bk.title = KT[j];
+  br.appendChild(bk);
+  br.appendChild(track);
+  br.appendChild(bv);
+  bars.push([fill, bv]);
+  barsList.appendChild(br);
+}
+if (out) { out.hint.hidden = false; out.body.hidden = true; }
+barsList.hidden = true;
+}
+var out = null;
+for (h = 0; h < NH; h++) {
+  var tile = make("button", "attnx-tile");
+  tile.type = "button";
+  tile.setAttribute("data-h", String(h));
+  tile.setAttribute("aria-pressed", "false");
+  tile.setAttribute("aria-label", D.headNames[h]);
+  var cv = document.createElement("canvas");
+  cv.setAttribute("aria-hidden", "true");
+  tile.appendChild(cv);
+  tile.appendChild(make("span", "attnx-tile-label", D.headNames[h]));
+  tiles.push(tile);
+  canvases.push(cv);
+  ov.appendChild(tile);
+}
+if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
+
+var stops = [];
+for (k = 0; k <= 16; k++) {
+  stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
+}
+find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
+
+build();
+
+out = {
+  hint: find("attnx-r-hint"), body: find("attnx-r-body"), q: find("attnx-r-q"),
+  i: find("attnx-r-i"), k: find("attnx-r-k"), j: find("attnx-r-j"), w: find("attnx-r-w"),
+  where: find("attnx-r-where")
+};
+function where() { return "(" + D.layerNames[st.layer] + ", " + D.headNames[st.head] + ")"; }
+function show(r, c) {
+  if (st.shown) {
+    qbtns[st.shown[0]].classList.remove("attnx-hl");
+    colheads[st.shown[1]].classList.remove("attnx-hl");
+  }
+  st.shown = [r, c];
+  qbtns[r].classList.add("attnx-hl");
+  colheads[c].classList.add("attnx-hl");
+  out.q.textContent = QT[r];
+  out.i.textContent = String(r);
+  out.k.textContent = KT[c];
+  out.j.textContent = String(c);
+  out.w.textContent = fmt(value(st.layer, st.head, r, c));
+  out.where.textContent = where();
+  out.hint.hidden = true;
+  out.body.hidden = false;
+}
+function drawBars() {
+  var r = st.query;
+  for (var m = 0; m < qbtns.length; m++) {
+    qbtns[m].setAttribute("aria-pressed", m === r ? "true" : "false");
+  }
+  querySel.value = String(r);
+  if (r < 0) { barsList.hidden = true; return; }
+  barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") " +
+    (st.view === "c" && C ? "takes its contributions from" : "attends to") + ", in " +
+    D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
+  for (var c = 0; c < S; c++) {
+    var v = value(st.layer, st.head, r, c);
+    bars[c][0].style.width = barWidth(v);
+    bars[c][1].textContent = fmt(v);
+  }
+  barsList.hidden = false;
+}
+function selectQuery(r) { st.query = r; drawBars(); }
+function drawTiles() {
+  for (var hd = 0; hd < NH; hd++) {
+    var ctx = canvases[hd].getContext("2d");
+    if (!ctx) { continue; }
+    var img = ctx.createImageData(S, L), px = img.data, p = 0, lh = span(st.layer, hd);
+    for (var r = 0; r < L; r++) {
+      for (var c = 0; c < S; c++) {
+        var rgb = RGB[lutIndex(value(st.layer, hd, r, c), lh[0], lh[1])];
+        px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
+        p += 4;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+  }
+}
+function paint() {
+  var m = 0, lh = span(st.layer, st.head);
+  find("attnx-cbar-lo").textContent = tick(lh[0]);
+  find("attnx-cbar-hi").textContent = tick(lh[1]);
+  for (var r = 0; r < L; r++) {
+    for (var c = 0; c < S; c++, m++) {
+      var v = value(st.layer, st.head, r, c), s = fmt(v);
+      cells[m].style.backgroundColor = "#" + LUT.substr(6 * lutIndex(v, lh[0], lh[1]), 6);
+      cells[m].setAttribute("data-w", s);
+      cells[m].setAttribute("aria-label", "query " + QT[r] + ", key " + KT[c] + ": " + s);
+    }
+  }
+  for (var hd = 0; hd < NH; hd++) {
+    tiles[hd].setAttribute("aria-pressed", hd === st.head ? "true" : "false");
+  }
+  var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head], contrib = st.view === "c" && C;
+  find("attnx-caption").textContent = cap + (contrib ? ": contributions" : "");
+  find("attnx-cbar-name").textContent = contrib ? "contribution" : "weight";
+  find("attnx-r-what").textContent = contrib ? "contribution" : "weight";
+  find("attnx-view-note").hidden = !contrib;
+  viewSel.value = st.view;
+  setSel.value = String(st.set);
+  grid.setAttribute("aria-label", (contrib ? "Contributions" : "Attention weights") + " of " + cap +
+    ": rows are queries (attending from), columns are keys (attended to)");
+  layerSel.value = String(st.layer);
+  headSel.value = String(st.head);
+  if (st.shown) { show(st.shown[0], st.shown[1]); }
+  drawBars();
+}
+function setHead(hd) { st.head = hd; paint(); }
+function setLayer(l) { st.layer = l; drawTiles(); paint(); }
+function activate(r, c) {
+  cells[st.row * S + st.col].tabIndex = -1;
+  st.row = r;
+  st.col = c;
+  cells[r * S + c].tabIndex = 0;
+}
+function cellOf(target) {
+  var c = target && target.closest ? target.closest(".attnx-cell") : null;
+  return c && grid.contains(c) ? c : null;
+}
+function rc(c) { return [Number(c.getAttribute("data-q")), Number(c.getAttribute("data-k"))]; }
+
+layerSel.addEventListener("change", function () { setLayer(Number(layerSel.value)); });
+headSel.addEventListener("change", function () { setHead(Number(headSel.value)); });
+scaleSel.addEventListener("change", function () { drawTiles(); paint(); });
+viewSel.addEventListener("change", function () { st.view = viewSel.value; drawTiles(); paint(); });
+setSel.addEventListener("change", function () {
+  st.set = Number(setSel.value);
+  build();
+  drawTiles();
+  paint();
+});
+querySel.addEventListener("change", function () { selectQuery(Number(querySel.value)); });
+toggle.addEventListener("click", function () {
+  var open = ov.hidden;
+  ov.hidden = !open;
+  toggle.setAttribute("aria-expanded", open ? "true" : "false");
+});
+ov.addEventListener("click", function (e) {
+  var t = e.target.closest ? e.target.closest(".attnx-tile") : null;
+  if (t && ov.contains(t)) { setHead(Number(t.getAttribute("data-h"))); }
+});
+grid.addEventListener("mouseover", function (e) {
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); show(p[0], p[1]); }
+});
+grid.addEventListener("focusin", function (e) {
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); activate(p[0], p[1]); show(p[0], p[1]); }
+});
+grid.addEventListener("click", function (e) {
+  var b = e.target.closest ? e.target.closest(".attnx-qbtn") : null;
+  if (b && grid.contains(b)) { selectQuery(Number(b.getAttribute("data-q"))); return; }
+  var c = cellOf(e.target);
+  if (c) { var p = rc(c); c.focus(); selectQuery(p[0]); }
+});
+grid.addEventListener("keydown", function (e) {
+  var c = cellOf(e.target);
+  if (e.key === "Escape") { selectQuery(-1); return; }
+  if (!c) { return; }
+  var p = rc(c), r = p[0], col = p[1];
+  switch (e.key) {
+    case "ArrowRight": col = Math.min(S - 1, col + 1); break;
+    case "ArrowLeft": col = Math.max(0, col - 1); break;
+    case "ArrowDown": r = Math.min(L - 1, r + 1); break;
+    case "ArrowUp": r = Math.max(0, r - 1); break;
+    case "Home": col = 0; if (e.ctrlKey) { r = 0; } break;
+    case "End": col = S - 1; if (e.ctrlKey) { r = L - 1; } break;
+    case "PageUp": r = 0; break;
+    case "PageDown": r = L - 1; break;
+    case "Enter": case " ": e.preventDefault(); selectQuery(r); return;
+    default: return;
+  }
+  e.preventDefault();
+  activate(r, col);
+  cells[r * S + col].focus();
+});
+
+drawTiles();
+paint();
+})();
