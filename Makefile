@@ -14,11 +14,18 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: help book test bench lint serve clean chromium
+#: The PDF edition: built by Sphinx's LaTeX builder into $(BUILD)/latex, copied into the site.
+PDF_NAME := attention-computed.pdf
+#: Debian's packages for it: TeX Live with XeLaTeX, Unicode fonts, and poppler's pdftotext.
+TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
+	fonts-freefont-otf fonts-dejavu-core poppler-utils
+
+.PHONY: help book pdf test bench lint serve clean chromium tex
 
 help:
 	@echo "make book    build the whole book strictly into $(BUILD)/html"
-	@echo "make test    run the whole test suite (package, book build, Chromium)"
+	@echo "make pdf     build the book as one PDF (XeLaTeX) and put it in the site"
+	@echo "make test    run the whole test suite (package, book build, Chromium, PDF)"
 	@echo "make bench   time attnbook against PyTorch, blockwise attention, and the book build"
 	@echo "make serve   serve the built site on http://localhost:$(PORT)"
 	@echo "make clean   remove the build output (keeps .venv)"
@@ -36,7 +43,14 @@ book: $(INSTALLED)
 	@echo "The book is built: open $(abspath $(BUILD))/html/index.html"
 	@echo "or run 'make serve' and visit http://localhost:$(PORT)"
 
-test: $(INSTALLED) chromium
+pdf: $(INSTALLED) tex
+	@start=$$(date +%s); \
+	$(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going || exit 1; \
+	mkdir -p $(BUILD)/html && cp $(BUILD)/latex/$(PDF_NAME) $(BUILD)/html/$(PDF_NAME) && \
+	echo && echo "The PDF is built in $$(( $$(date +%s) - start )) s:" \
+	     "$(abspath $(BUILD))/latex/$(PDF_NAME) (also $(BUILD)/html/$(PDF_NAME))"
+
+test: $(INSTALLED) chromium tex
 	$(BIN)/ruff check code tests exercises benchmarks book/_ext
 	$(BIN)/python -m pytest
 
@@ -48,6 +62,25 @@ chromium:
 	else \
 		echo "The browser tests need Chromium. Install it, e.g. 'sudo apt-get install chromium'" \
 		     "on Debian/Ubuntu, then run 'make test' again (or set CHROMIUM=/path/to/chromium)."; \
+		exit 1; \
+	fi
+
+tex:
+	@missing=; \
+	for tool in latexmk xelatex pdftotext pdfinfo pdfimages; do \
+		command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	for font in FreeSerif "DejaVu Sans"; do \
+		fc-list 2>/dev/null | grep -q "$$font" || missing="$$missing $$font"; done; \
+	kpsewhich changepage.sty >/dev/null 2>&1 || missing="$$missing texlive-latex-extra"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "The PDF needs TeX Live (missing:$$missing): installing Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $(TEX_PACKAGES); \
+	else \
+		echo "The PDF edition (make pdf, and its test in make test) needs TeX Live with" \
+		     "XeLaTeX (missing:$$missing). On Debian/Ubuntu:" \
+		     "sudo apt-get install $(TEX_PACKAGES)"; \
 		exit 1; \
 	fi
 
