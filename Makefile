@@ -20,15 +20,20 @@ PDF_NAME := attention-computed.pdf
 TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
 	fonts-freefont-otf fonts-dejavu-core poppler-utils
 
-.PHONY: help book pdf test bench lint serve clean chromium tex
+.PHONY: help book pdf test test-fast bench lint serve clean chromium tex
 
 help:
-	@echo "make book    build the whole book strictly into $(BUILD)/html"
-	@echo "make pdf     build the book as one PDF (XeLaTeX) and put it in the site"
-	@echo "make test    run the whole test suite (package, book build, Chromium, PDF)"
-	@echo "make bench   time attnbook against PyTorch, blockwise attention, and the book build"
-	@echo "make serve   serve the built site on http://localhost:$(PORT)"
-	@echo "make clean   remove the build output (keeps .venv)"
+	@echo "make book       build the whole book strictly into $(BUILD)/html"
+	@echo "make test       run the whole test suite (lint, package, chapters in five numeric"
+	@echo "                environments, book build, Chromium, PDF)"
+	@echo "make test-fast  lint and the package's tests only: no book, browser or chapter runs"
+	@echo "make pdf        build the book as one PDF (XeLaTeX) and put it in the site"
+	@echo "make lint       ruff on the package, tests, exercises, benchmarks and extension"
+	@echo "make bench      time attnbook against PyTorch, blockwise attention, and the book build"
+	@echo "make serve      serve the built site on http://localhost:$(PORT)"
+	@echo "make clean      remove the build output (keeps .venv)"
+	@echo "make chromium   install Debian's Chromium for the browser tests (as root), or say how"
+	@echo "make tex        install TeX Live and poppler for the PDF (as root), or say how"
 
 $(INSTALLED): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,9 +55,11 @@ pdf: $(INSTALLED) tex
 	echo && echo "The PDF is built in $$(( $$(date +%s) - start )) s:" \
 	     "$(abspath $(BUILD))/latex/$(PDF_NAME) (also $(BUILD)/html/$(PDF_NAME))"
 
-test: $(INSTALLED) chromium tex
-	$(BIN)/ruff check code tests exercises benchmarks book/_ext
+test: lint chromium tex
 	$(BIN)/python -m pytest
+
+test-fast: lint
+	$(BIN)/python -m pytest -m "not book and not browser and not chapters"
 
 chromium:
 	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then exit 0; fi; \

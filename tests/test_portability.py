@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from chapter_runner import ENVIRONMENTS, describe, notebook_chapters, outcome
 
+pytestmark = pytest.mark.chapters
+
 PORTABLE = ["one-thread", "many-threads", "baseline-cpu", "scrambled-clock"]
 CHAPTERS = notebook_chapters()
 
