@@ -27,7 +27,9 @@ PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@(v\d+(\.\d+){0,2}|[0-9a-f]{40
 def tool(name: str) -> Path:
     path = BIN / name
     if not path.is_file():
-        pytest.fail(f"{name} is not in {BIN}: run `pip install -r requirements.txt`")
+        pytest.fail(f"{name} is not in {BIN}: run `pip install -r requirements.txt` (its "
+                    "wheel exists for Linux x86_64, where CI runs; requirements.txt says where "
+                    "else)")
     return path
 
 
