@@ -7,6 +7,16 @@ import io
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
+
+
+def assert_refused(make, error: type[Exception], fragments: tuple[str, ...]) -> None:
+    """``make()`` raises ``error`` whose message names every one of ``fragments``."""
+    with pytest.raises(error) as caught:
+        make()
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
 def check_print_and_web_editions(widget: object, html_start: str) -> np.ndarray:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser_helpers import check_print_and_web_editions, watched_tab
+from browser_helpers import assert_refused, check_print_and_web_editions, watched_tab
 from playwright.sync_api import expect
 
 from attnbook.explorer import (
@@ -258,11 +258,7 @@ def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragment
         raise AssertionError("HTML was built for bad input")
 
     monkeypatch.setattr(AttentionExplorer, "to_html", no_html)
-    with pytest.raises(error) as caught:
-        make()
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert_refused(make, error, fragments)
 
 
 # ------------------------------------------------------------------------- Chromium

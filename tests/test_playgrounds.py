@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser_helpers import check_print_and_web_editions, watched_tab
+from browser_helpers import assert_refused, check_print_and_web_editions, watched_tab
 from playwright.sync_api import expect
 
 from attnbook.attention import attention, masked_softmax
@@ -276,11 +276,7 @@ BAD_INPUTS = [
 def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragments):
     for cls in (DotProductPlayground, MaskPlayground, MultiheadSplitPlayground):
         monkeypatch.setattr(cls, "to_html", lambda self: pytest.fail("HTML for bad input"))
-    with pytest.raises(error) as caught:
-        make()
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert_refused(make, error, fragments)
 
 
 # ------------------------------------------------------------------------- Chromium
