@@ -47,6 +47,8 @@ book: $(INSTALLED)
 	@echo
 	@echo "The book is built: open $(abspath $(BUILD))/html/index.html"
 	@echo "or run 'make serve' and visit http://localhost:$(PORT)"
+	@test -f $(BUILD)/html/$(PDF_NAME) || echo "The PDF that the front page links to is not" \
+		"built yet: 'make pdf' adds it."
 
 pdf: $(INSTALLED) tex
 	@start=$$(date +%s); \

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import types
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -15,7 +14,7 @@ from bs4 import BeautifulSoup
 from conftest import HTML, ROOT, chapter_pages, run_build, toc_pages
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import attnbook_sphinx  # noqa: E402
+from attnbook_sphinx import UNREPAIRED_CITATION_LIST, UNREPAIRED_TOGGLE  # noqa: E402
 
 pytestmark = pytest.mark.book
 
@@ -303,56 +302,18 @@ def test_setting_the_repository_url_switches_the_buttons_on(tmp_path: Path) -> N
     assert not any("colab" in link for link in links), "Colab cannot open MyST chapters"
 
 
-def test_fingerprint_follows_the_package(tmp_path: Path) -> None:
-    (tmp_path / "code" / "attnbook").mkdir(parents=True)
-    module = tmp_path / "code" / "attnbook" / "attention.py"
-    module.write_text("x = 1\n")
-    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
-    first = attnbook_sphinx.fingerprint(tmp_path)
-    assert attnbook_sphinx.fingerprint(tmp_path) == first
-    module.write_text("x = 2\n")
-    second = attnbook_sphinx.fingerprint(tmp_path)
-    assert second != first
-    (tmp_path / "requirements.txt").write_text("torch==2.13.1\n")
-    third = attnbook_sphinx.fingerprint(tmp_path)
-    assert third not in (first, second)
-    # An asset the package ships into the page re-executes the chapters too; bytecode does not.
-    assets = tmp_path / "code" / "attnbook" / "playground_assets"
-    assets.mkdir()
-    (assets / "dot.js").write_text("let x = 1;\n")
-    fourth = attnbook_sphinx.fingerprint(tmp_path)
-    assert fourth != third
-    (assets / "dot.css").write_text(".x {}\n")
-    assert attnbook_sphinx.fingerprint(tmp_path) != fourth
-    fifth = attnbook_sphinx.fingerprint(tmp_path)
-    bytecode = tmp_path / "code" / "attnbook" / "__pycache__"
-    bytecode.mkdir()
-    (bytecode / "attention.cpython-311.pyc").write_bytes(b"\0")
-    assert attnbook_sphinx.fingerprint(tmp_path) == fifth
-
-
-def test_changed_package_clears_the_execution_cache(tmp_path: Path) -> None:
-    (tmp_path / "code" / "attnbook").mkdir(parents=True)
-    module = tmp_path / "code" / "attnbook" / "layers.py"
-    module.write_text("x = 1\n")
-    build = tmp_path / "_build"
-    cache = build / ".jupyter_cache"
-    doctrees = build / ".doctrees"
-    app = types.SimpleNamespace(srcdir=str(tmp_path), outdir=str(build / "html"),
-                                doctreedir=str(doctrees))
-    config = {"nb_execution_cache_path": ""}
-
-    def fill() -> None:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / "global.db").write_text("cached")
-        doctrees.mkdir(parents=True, exist_ok=True)
-        (doctrees / "environment.pickle").write_text("env")
-
-    attnbook_sphinx.invalidate_stale_cache(app, config)  # first build records the state
-    fill()
-    attnbook_sphinx.invalidate_stale_cache(app, config)  # nothing changed: cache kept
-    assert (cache / "global.db").exists() and (doctrees / "environment.pickle").exists()
-    module.write_text("x = 2\n")
-    attnbook_sphinx.invalidate_stale_cache(app, config)  # package changed: cache cleared
-    assert not cache.exists()
-    assert not (doctrees / "environment.pickle").exists()
+def test_the_markup_repairs_reach_every_page(built_book: Path) -> None:
+    """The extension's two accessibility repairs match the markup the pinned theme writes."""
+    bibliography = soup("book/bibliography")
+    lists = bibliography.select("div.citation-list")
+    assert lists, "the bibliography page has no citation list to repair"
+    assert all(div.get("role") is None for div in lists)
+    toggles = 0
+    for page in PAGES:
+        text = (HTML / f"{page}.html").read_text(encoding="utf-8")
+        assert not UNREPAIRED_CITATION_LIST.search(text), page
+        assert not UNREPAIRED_TOGGLE.search(text), page
+        toggles += sum("aria-label" not in summary.attrs
+                       for summary in BeautifulSoup(text, "html.parser").select(
+                           "details.hide summary"))
+    assert toggles >= 20, f"only {toggles} cell toggles named by their text"

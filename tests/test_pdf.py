@@ -216,6 +216,30 @@ def test_interactive_widgets_are_still_pictures_in_print(tex_source: str) -> Non
         assert all(name.endswith(".png") for name in by_page[page]), by_page[page]
 
 
+#: LaTeX's sectioning commands, outermost first.
+HEADING_LEVELS = ("part", "chapter", "section", "subsection", "subsubsection")
+HEADING = re.compile(r"^\\(" + "|".join(HEADING_LEVELS) + r")\*?\{.*$", re.MULTILINE)
+#: What Sphinx writes after a heading that prints nothing.
+INVISIBLE = re.compile(r"\\label\{\\detokenize\{[^}]*\}\}|\\sphinxstepscope|\s+")
+
+
+def test_no_heading_prints_alone(tex_source: str) -> None:
+    """A heading with nothing under it before the next heading of its level or higher (such
+    as a "References" section whose citations all became footnotes) would print bare."""
+    body = tex_source[tex_source.index(r"\begin{document}"):tex_source.index(r"\end{document}")]
+    headings = list(HEADING.finditer(body))
+    assert len(headings) >= 30
+    bare = []
+    for here, after in zip(headings, headings[1:] + [None], strict=True):
+        level = HEADING_LEVELS.index(here.group(1))
+        if after is not None and HEADING_LEVELS.index(after.group(1)) > level:
+            continue  # its content is the subsections that follow
+        content = body[here.end():after.start() if after else len(body)]
+        if not INVISIBLE.sub("", content).replace(r"\backmatter", ""):
+            bare.append(here.group(0))
+    assert not bare, f"{len(bare)} headings print with nothing under them: {bare[:5]}"
+
+
 def test_no_unresolved_reference_in_the_text(pdf_text: str) -> None:
     text = normalise(pdf_text)
     for marker in ("??", "[?]"):

@@ -1,28 +1,55 @@
 """Build rules of the book that Jupyter Book's configuration cannot express.
 
-1. Offline: no model is ever downloaded at build time (``HF_HUB_OFFLINE=1`` for every
-   kernel), and MathJax is copied into the site from the ``django-static-mathjax`` wheel,
-   so the built HTML requests nothing from another host.
-2. Honest caching: myst-nb's execution cache keys on the cells' source only, so a change
-   to the ``attnbook`` package or to the pinned requirements would leave stale outputs.
-   This extension fingerprints both; when the fingerprint changes it clears the execution
-   cache and Sphinx's saved environment, so every chapter runs again.
-3. One switch for the buttons: the repository, issue and Binder launch buttons are
-   on exactly when ``repository.url`` is set in ``_config.yml``.
-4. Downloads: every chapter offers its executed notebook (``.ipynb``, with outputs) next to
-   its MyST source.
+Every hook this extension connects, in the order of a build:
+
+``config-inited``
+    :func:`invalidate_stale_cache`: myst-nb's execution cache keys on the cells' source only,
+    so a change to the ``attnbook`` package (its Python and the assets it ships into pages)
+    or to the pinned requirements would leave stale outputs. A fingerprint of those files
+    decides; when it changes, the execution cache and Sphinx's saved environment are cleared
+    and every chapter runs again.
+
+    :func:`drive_buttons_from_repository`: the repository, issue and Binder launch buttons
+    are on exactly when ``repository.url`` is set in ``_config.yml``.
+
+    :func:`keep_one_search_field`: no second search field in a header bar.
+
+``html-page-context``
+    :func:`offer_executed_notebook`: every chapter offers its executed notebook (``.ipynb``,
+    with outputs) next to its MyST source.
+
+    :func:`fix_citation_list_role` and :func:`name_cell_toggles_by_their_text`: two
+    accessibility repairs of the theme's and myst-nb's markup. Each warns (which fails the
+    strict build) when the markup it repairs appears in a form it does not recognise.
+
+post-transform :class:`DropEmptySectionsInPrint`
+    In the PDF, citations are footnotes on their pages, so each chapter's "References"
+    section would print as a bare heading: such empty sections are left out of print.
+
+``build-finished``
+    :func:`copy_mathjax`: MathJax is served from the site itself, so the built HTML requests
+    nothing from another host (``HF_HUB_OFFLINE=1`` in every kernel, set in :func:`setup`,
+    keeps the build itself offline too).
+
+    :func:`forget_failed_build`: after a build that failed or warned, the next build reads
+    every page again (:class:`WarningCounter` counts the warnings).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import logging as std_logging
 import os
+import re
 import shutil
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -167,6 +194,30 @@ def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str,
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+def _repair(pagename: str, context: dict, markup: str, repaired: str,
+            unrepaired: re.Pattern[str]) -> None:
+    """Replace ``markup`` by ``repaired`` in the page body; warn if ``unrepaired`` survives.
+
+    The repairs below match the exact markup of the pinned theme and myst-nb. If an upgrade
+    changes it, the replacement would silently do nothing: the warning fails the strict build.
+    """
+    body = context.get("body")
+    if not body:
+        return
+    body = body.replace(markup, repaired)
+    if unrepaired.search(body):
+        logger.warning(f"[attnbook] {pagename}: markup this extension repairs changed form, "
+                       f"update it: {unrepaired.search(body).group(0)[:120]}",
+                       type="attnbook", subtype="markup")
+    context["body"] = body
+
+
+#: A bibliography container that still claims to be a list, in any attribute order.
+UNREPAIRED_CITATION_LIST = re.compile(r'<div(?=[^>]*\bcitation-list\b)(?=[^>]*role="list")[^>]*>')
+#: A cell toggle whose accessible name is not its visible text.
+UNREPAIRED_TOGGLE = re.compile(r'<summary[^>]*aria-label="Toggle hidden content"[^>]*>')
+
+
 def fix_citation_list_role(app: Sphinx, pagename: str, templatename: str,
                            context: dict, doctree: object) -> None:
     """Drop ``role="list"`` from the bibliography's container.
@@ -174,10 +225,8 @@ def fix_citation_list_role(app: Sphinx, pagename: str, templatename: str,
     Its entries carry ``role="doc-biblioentry"``, not ``listitem``, so screen readers (and
     axe-core's aria-required-children rule) see a list with no items.
     """
-    body = context.get("body")
-    if body:
-        context["body"] = body.replace('<div role="list" class="citation-list">',
-                                       '<div class="citation-list">')
+    _repair(pagename, context, '<div role="list" class="citation-list">',
+            '<div class="citation-list">', UNREPAIRED_CITATION_LIST)
 
 
 def name_cell_toggles_by_their_text(app: Sphinx, pagename: str, templatename: str,
@@ -188,19 +237,58 @@ def name_cell_toggles_by_their_text(app: Sphinx, pagename: str, templatename: st
     code cell source", so a speech-input user cannot say what they see (axe-core:
     label-content-name-mismatch, WCAG 2.5.3). Without the label the visible text names it.
     """
-    body = context.get("body")
-    if body:
-        context["body"] = body.replace('<summary aria-label="Toggle hidden content">',
-                                       "<summary>")
+    _repair(pagename, context, '<summary aria-label="Toggle hidden content">', "<summary>",
+            UNREPAIRED_TOGGLE)
 
 
-def forget_failed_build(app: Sphinx, exception: Exception | None) -> None:
+class DropEmptySectionsInPrint(SphinxPostTransform):
+    """Leave out of the PDF a section that has nothing left but its title.
+
+    Each chapter ends with a "References" section holding its ``footbibliography``. On the
+    web that is the list of the chapter's sources; in print, Sphinx's LaTeX writer moves
+    every footnote to the page that cites it (priority 600), which empties the section.
+    """
+
+    builders = ("latex",)
+    default_priority = 650  # after LaTeXFootnoteTransform
+
+    def run(self, **kwargs: object) -> None:
+        for section in list(self.document.findall(nodes.section)):
+            rest = [child for child in section.children if not isinstance(child, nodes.title)]
+            if all(not child.astext().strip() and not any(child.findall(nodes.image))
+                   for child in rest):
+                section.parent.remove(section)
+
+
+class WarningCounter(std_logging.Handler):
+    """Counts the warnings of a build, as Sphinx's warning stream does.
+
+    A handler on Sphinx's logger namespace, so it sees every warning of every extension; like
+    Sphinx's own count, it skips the warnings that ``suppress_warnings`` silences.
+    """
+
+    def __init__(self, app: Sphinx) -> None:
+        super().__init__(level=std_logging.WARNING)
+        self.app = app
+        self.count = 0
+
+    def emit(self, record: std_logging.LogRecord) -> None:
+        config = getattr(self.app, "config", None)
+        silenced = getattr(config, "suppress_warnings", None) or ()
+        if not logging.is_suppressed_warning(getattr(record, "type", None),
+                                             getattr(record, "subtype", None), silenced):
+            self.count += 1
+
+
+def forget_failed_build(app: Sphinx, exception: Exception | None, *,
+                        warnings: WarningCounter) -> None:
     """After a failed or warning build, make the next build read every page again.
 
     Sphinx saves its environment even when a strict build fails, so a second run with no
     change would read nothing, emit no warning and pass. (Executed outputs stay cached.)
     """
-    if exception is not None or getattr(app, "_warncount", 0):
+    std_logging.getLogger(logging.NAMESPACE).removeHandler(warnings)
+    if exception is not None or warnings.count:
         Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
 
 
@@ -222,5 +310,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("html-page-context", fix_citation_list_role)
     app.connect("html-page-context", name_cell_toggles_by_their_text)
     app.connect("build-finished", copy_mathjax)
-    app.connect("build-finished", forget_failed_build)
+    app.add_post_transform(DropEmptySectionsInPrint)
+    warnings = WarningCounter(app)
+    std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
+    app.connect("build-finished", functools.partial(forget_failed_build, warnings=warnings))
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

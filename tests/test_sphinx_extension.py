@@ -1,0 +1,177 @@
+"""The book's Sphinx extension (book/_ext/attnbook_sphinx.py), hook by hook.
+
+Most tests call a hook with the objects Sphinx would pass it; the last one builds a two-page
+book to see the whole build react to a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import attnbook_sphinx  # noqa: E402
+
+
+def test_fingerprint_follows_the_package(tmp_path: Path) -> None:
+    (tmp_path / "code" / "attnbook").mkdir(parents=True)
+    module = tmp_path / "code" / "attnbook" / "attention.py"
+    module.write_text("x = 1\n")
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
+    first = attnbook_sphinx.fingerprint(tmp_path)
+    assert attnbook_sphinx.fingerprint(tmp_path) == first
+    module.write_text("x = 2\n")
+    second = attnbook_sphinx.fingerprint(tmp_path)
+    assert second != first
+    (tmp_path / "requirements.txt").write_text("torch==2.13.1\n")
+    third = attnbook_sphinx.fingerprint(tmp_path)
+    assert third not in (first, second)
+    # An asset the package ships into the page re-executes the chapters too; bytecode does not.
+    assets = tmp_path / "code" / "attnbook" / "playground_assets"
+    assets.mkdir()
+    (assets / "dot.js").write_text("let x = 1;\n")
+    fourth = attnbook_sphinx.fingerprint(tmp_path)
+    assert fourth != third
+    (assets / "dot.css").write_text(".x {}\n")
+    assert attnbook_sphinx.fingerprint(tmp_path) != fourth
+    fifth = attnbook_sphinx.fingerprint(tmp_path)
+    bytecode = tmp_path / "code" / "attnbook" / "__pycache__"
+    bytecode.mkdir()
+    (bytecode / "attention.cpython-311.pyc").write_bytes(b"\0")
+    assert attnbook_sphinx.fingerprint(tmp_path) == fifth
+
+
+def test_changed_package_clears_the_execution_cache(tmp_path: Path) -> None:
+    (tmp_path / "code" / "attnbook").mkdir(parents=True)
+    module = tmp_path / "code" / "attnbook" / "layers.py"
+    module.write_text("x = 1\n")
+    build = tmp_path / "_build"
+    cache = build / ".jupyter_cache"
+    doctrees = build / ".doctrees"
+    app = types.SimpleNamespace(srcdir=str(tmp_path), outdir=str(build / "html"),
+                                doctreedir=str(doctrees))
+    config = {"nb_execution_cache_path": ""}
+
+    def fill() -> None:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "global.db").write_text("cached")
+        doctrees.mkdir(parents=True, exist_ok=True)
+        (doctrees / "environment.pickle").write_text("env")
+
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # first build records the state
+    fill()
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # nothing changed: cache kept
+    assert (cache / "global.db").exists() and (doctrees / "environment.pickle").exists()
+    module.write_text("x = 2\n")
+    attnbook_sphinx.invalidate_stale_cache(app, config)  # package changed: cache cleared
+    assert not cache.exists()
+    assert not (doctrees / "environment.pickle").exists()
+
+
+BIBLIOGRAPHY_AS_PINNED = '<div role="list" class="citation-list"><div role="doc-biblioentry">'
+TOGGLE_AS_PINNED = '<details class="hide above-input"><summary aria-label="Toggle hidden content">'
+
+
+@pytest.mark.parametrize(("hook", "pinned", "repaired"), [
+    (attnbook_sphinx.fix_citation_list_role, BIBLIOGRAPHY_AS_PINNED,
+     '<div class="citation-list"><div role="doc-biblioentry">'),
+    (attnbook_sphinx.name_cell_toggles_by_their_text, TOGGLE_AS_PINNED,
+     '<details class="hide above-input"><summary>'),
+])
+def test_repairs_fix_the_pinned_markup_silently(hook, pinned: str, repaired: str,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    context = {"body": f"<p>before</p>{pinned}<p>after</p>"}
+    with caplog.at_level(logging.WARNING):
+        hook(None, "book/page", "page.html", context, None)
+    assert context["body"] == f"<p>before</p>{repaired}<p>after</p>"
+    assert not caplog.records
+
+
+@pytest.mark.parametrize(("hook", "changed"), [
+    # The same markup with its attributes in another order, or one more attribute.
+    (attnbook_sphinx.fix_citation_list_role, '<div class="citation-list" role="list">'),
+    (attnbook_sphinx.fix_citation_list_role, '<div role="list" class="citation-list wide">'),
+    (attnbook_sphinx.name_cell_toggles_by_their_text,
+     '<summary class="x" aria-label="Toggle hidden content">'),
+])
+def test_repairs_warn_when_the_markup_changed_form(hook, changed: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A theme upgrade that changes the markup fails the strict build instead of being
+    silently left unrepaired."""
+    context = {"body": f"<p>text</p>{changed}"}
+    with caplog.at_level(logging.WARNING):
+        hook(None, "book/page", "page.html", context, None)
+    assert [record.levelno for record in caplog.records] == [logging.WARNING]
+    assert "book/page" in caplog.records[0].getMessage()
+
+
+def test_pages_without_the_markup_are_left_alone(caplog: pytest.LogCaptureFixture) -> None:
+    for hook in (attnbook_sphinx.fix_citation_list_role,
+                 attnbook_sphinx.name_cell_toggles_by_their_text):
+        context = {"body": '<div role="list" class="other"><summary>Show</summary></div>'}
+        before = dict(context)
+        with caplog.at_level(logging.WARNING):
+            hook(None, "book/page", "page.html", context, None)
+        assert context == before
+    assert not caplog.records
+
+
+def counted(counter: attnbook_sphinx.WarningCounter, *entries: tuple) -> int:
+    """Log ``(level, type, subtype)`` entries through a logger that ``counter`` listens to."""
+    logger = logging.getLogger("attnbook-test-counter")
+    logger.propagate = False
+    logger.addHandler(counter)
+    try:
+        for level, type_, subtype in entries:
+            extra = {} if type_ is None else {"type": type_, "subtype": subtype}
+            logger.log(level, "message", extra=extra)
+    finally:
+        logger.removeHandler(counter)
+    return counter.count
+
+
+def test_warning_counter_counts_as_sphinx_does() -> None:
+    app = types.SimpleNamespace(config=types.SimpleNamespace(
+        suppress_warnings=["myst.header", "attnbook.*"]))
+    counter = attnbook_sphinx.WarningCounter(app)
+    # Silenced by suppress_warnings, and below the warning level: not counted.
+    assert counted(counter, (logging.WARNING, "myst", "header"),
+                   (logging.WARNING, "attnbook", "markup"), (logging.INFO, None, None)) == 0
+    assert counted(counter, (logging.WARNING, "myst", "xref_missing"),
+                   (logging.ERROR, None, None)) == 2
+
+
+def test_warning_counter_works_before_the_configuration_exists() -> None:
+    counter = attnbook_sphinx.WarningCounter(types.SimpleNamespace())
+    assert counted(counter, (logging.WARNING, "myst", "header")) == 1
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_warning_build_is_read_again_next_time(tmp_path: Path, broken: bool) -> None:
+    """Sphinx keeps its environment after a strict build fails on a warning; the extension
+    deletes it, so the next run reads the page again and fails again."""
+    book = tmp_path / "book"
+    book.mkdir()
+    config = {"title": "Two builds", "execute": {"execute_notebooks": "off"},
+              "sphinx": {"local_extensions": {"attnbook_sphinx": str(ROOT / "book" / "_ext")}}}
+    (book / "_config.yml").write_text(yaml.safe_dump(config))
+    (book / "_toc.yml").write_text(yaml.safe_dump({"format": "jb-book", "root": "index"}))
+    target = "nowhere" if broken else "home"
+    (book / "index.md").write_text(f"(home)=\n# Home\n\nSee {{ref}}`{target}`.\n")
+    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(book),
+               "-W", "-n", "--keep-going"]
+    environment = book / "_build" / ".doctrees" / "environment.pickle"
+    for _ in range(2):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        log = result.stdout + result.stderr
+        assert (result.returncode != 0) == broken, log[-3000:]
+        assert environment.exists() != broken, log[-3000:]
+    assert ("nowhere" in log) == broken
