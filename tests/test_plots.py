@@ -252,3 +252,10 @@ def test_mask_panels_rejects_mismatched_arguments():
 def test_heatmap_refuses_bad_input_naming_it(args, error, message):
     with pytest.raises(error, match=re.escape(message)):
         attention_heatmap(*args)
+
+
+def test_heatmap_refuses_an_unknown_style_keyword_before_drawing():
+    figures = plt.get_fignums()
+    with pytest.raises(TypeError, match=re.escape("unknown keyword(s) ['colourbar']")):
+        attention_heatmap(torch.full((2, 2), 0.5), colourbar=False)
+    assert plt.get_fignums() == figures, "a refused call left a figure behind"

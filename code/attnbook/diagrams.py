@@ -625,13 +625,16 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
         ax = _panel(fig, 0.0, 0.0, width, height)
         weight_cmap = mpl.colormaps[HEATMAP_CMAP]
 
-        def block_title(x: float, y_top: float, text: str) -> None:
-            ax.text(x, y_top, text, ha="center", va="bottom", fontsize=10.5, linespacing=1.1)
-
-        def block_shape(x: float, y_bottom: float, text: str, gid: str) -> None:
-            label = ax.text(x, y_bottom - 0.08, text, ha="center", va="top", fontsize=9.5,
-                            color="#333333", linespacing=1.15, family="monospace")
-            label.set_gid(gid)
+        def labels(x: float, w: float, top: float, bottom: float, title: str | None,
+                   symbols: str, tensor: torch.Tensor, gid: str) -> None:
+            """A block's title above it and its shape, read from ``tensor``, below it."""
+            if title is not None:
+                ax.text(x + w / 2, top + 0.08, title, ha="center", va="bottom",
+                        fontsize=10.5, linespacing=1.1)
+            shape = ax.text(x + w / 2, bottom - 0.08, _shape_text(symbols, tensor),
+                            ha="center", va="top", fontsize=9.5, color="#333333",
+                            linespacing=1.15, family="monospace")
+            shape.set_gid(gid)
 
         def op_arrow(x_from: float, x_to: float, y: float, text: str) -> None:
             _arrow(ax, (x_from + 0.12, y), (x_to - 0.12, y))
@@ -645,36 +648,32 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
                         f"head {i}", ha="right", va="center", fontsize=9,
                         color=_HEAD_COLOURS[i], weight="bold")
 
+        per_head = [[[fills[i]] * d_head for _ in range(L)] for i in range(h)]
         for row in (0, 1):
             y_top = height - 0.15 - row * (row_h + row_gap) - title_h  # top of the blocks
             mid = y_top - stack_h / 2
+            flat_top, flat_bottom = mid + L * c / 2, mid - L * c / 2  # a one-grid block
+            stack_bottom = y_top - stack_h  # a block of one grid per head
             widths = top_widths if row == 0 else bottom_widths
             xs = [left_pad]
             for w in widths[:-1]:
                 xs.append(xs[-1] + w + arrow_w)
             if row == 0:
                 # Q: L x d_model, columns coloured by head.
-                _grid(ax, xs[0], mid + L * c / 2, wide, w=c, h=c)
-                block_title(xs[0] + widths[0] / 2, mid + L * c / 2 + 0.08,
-                            "$Q = xW_q$ (and $K$, $V$)")
-                block_shape(xs[0] + widths[0] / 2, mid - L * c / 2,
-                            _shape_text("(B, L, d_model)", q), "shape-q")
+                _grid(ax, xs[0], flat_top, wide, w=c, h=c)
+                labels(xs[0], widths[0], flat_top, flat_bottom, "$Q = xW_q$ (and $K$, $V$)",
+                       "(B, L, d_model)", q, "shape-q")
                 op_arrow(xs[0] + widths[0], xs[1], mid, ".view")
                 # view: each row cut into h pieces.
                 for i in range(h):
-                    piece = [[fills[i]] * d_head for _ in range(L)]
-                    _grid(ax, xs[1] + i * (d_head * c + 0.1), mid + L * c / 2, piece, w=c,
-                          h=c)
-                block_title(xs[1] + widths[1] / 2, mid + L * c / 2 + 0.08,
-                            f"each row cut into h = {h} pieces\nof d_head = {d_head} features")
-                block_shape(xs[1] + widths[1] / 2, mid - L * c / 2,
-                            _shape_text("(B, L, h, d_head)", viewed), "shape-view")
+                    _grid(ax, xs[1] + i * (d_head * c + 0.1), flat_top, per_head[i], w=c, h=c)
+                labels(xs[1], widths[1], flat_top, flat_bottom,
+                       f"each row cut into h = {h} pieces\nof d_head = {d_head} features",
+                       "(B, L, h, d_head)", viewed, "shape-view")
                 op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)")
-                stacked(xs[2], y_top, [[[fills[i]] * d_head for _ in range(L)]
-                                       for i in range(h)])
-                block_title(xs[2] + widths[2] / 2, y_top + 0.08, "one grid per head")
-                block_shape(xs[2] + widths[2] / 2, y_top - stack_h,
-                            _shape_text("(B, h, L, d_head)", heads_q), "shape-heads")
+                stacked(xs[2], y_top, per_head)
+                labels(xs[2], widths[2], y_top, stack_bottom, "one grid per head",
+                       "(B, h, L, d_head)", heads_q, "shape-heads")
                 turn_from = (xs[2] + widths[2] / 2, y_top - stack_h - shape_h + 0.02)
             else:
                 grids = [[[mpl.colors.to_hex(weight_cmap(float(weights[0, i, r, s])))
@@ -683,25 +682,21 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
                 ax.text(xs[0] + widths[0] / 2, y_top + 0.08,
                         "weights per head\n$\\mathrm{softmax}(Q_hK_h^{\\top}/\\sqrt{d_{head}})$",
                         ha="center", va="bottom", fontsize=10.5, linespacing=1.6)
-                block_shape(xs[0] + widths[0] / 2, y_top - stack_h,
-                            _shape_text("(B, h, L, L)", weights), "shape-weights")
+                labels(xs[0], widths[0], y_top, stack_bottom, None, "(B, h, L, L)", weights,
+                       "shape-weights")
                 op_arrow(xs[0] + widths[0], xs[1], mid, "@ V_h")
-                stacked(xs[1], y_top, [[[fills[i]] * d_head for _ in range(L)]
-                                       for i in range(h)])
-                block_title(xs[1] + widths[1] / 2, y_top + 0.08, "outputs, per head")
-                block_shape(xs[1] + widths[1] / 2, y_top - stack_h,
-                            _shape_text("(B, h, L, d_head)", heads_out), "shape-outputs")
+                stacked(xs[1], y_top, per_head)
+                labels(xs[1], widths[1], y_top, stack_bottom, "outputs, per head",
+                       "(B, h, L, d_head)", heads_out, "shape-outputs")
                 op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)\n.reshape")
-                _grid(ax, xs[2], mid + L * c / 2, wide, w=c, h=c)
-                block_title(xs[2] + widths[2] / 2, mid + L * c / 2 + 0.08, "heads merged")
-                block_shape(xs[2] + widths[2] / 2, mid - L * c / 2,
-                            _shape_text("(B, L, d_model)", merged), "shape-merged")
+                _grid(ax, xs[2], flat_top, wide, w=c, h=c)
+                labels(xs[2], widths[2], flat_top, flat_bottom, "heads merged",
+                       "(B, L, d_model)", merged, "shape-merged")
                 op_arrow(xs[2] + widths[2], xs[3], mid, "@ W_o")
-                _grid(ax, xs[3], mid + L * c / 2, [["#D9D9D9"] * D] * L, w=c, h=c)
-                block_title(xs[3] + widths[3] / 2, mid + L * c / 2 + 0.08,
-                            "output: every feature\nmixes all heads")
-                block_shape(xs[3] + widths[3] / 2, mid - L * c / 2,
-                            _shape_text("(B, L, d_model)", projected), "shape-output")
+                _grid(ax, xs[3], flat_top, [["#D9D9D9"] * D] * L, w=c, h=c)
+                labels(xs[3], widths[3], flat_top, flat_bottom,
+                       "output: every feature\nmixes all heads", "(B, L, d_model)", projected,
+                       "shape-output")
                 turn_to = (xs[0] + widths[0] / 2, y_top + title_h + 0.02)
         # From the end of the top row to the start of the bottom row.
         y_turn = (turn_from[1] + turn_to[1]) / 2

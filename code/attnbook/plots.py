@@ -7,6 +7,7 @@ background that stays legible when the page around it is in dark mode.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -109,12 +110,7 @@ def attention_heatmap(
     key_tokens: Sequence[str] | None = None,
     *,
     ax: Axes | None = None,
-    annotate: bool = False,
-    fmt: str = ".2f",
-    title: str | None = None,
-    vmin: float = 0.0,
-    vmax: float | None = 1.0,
-    colorbar: bool = True,
+    **style: object,
 ) -> Axes:
     """Draw an attention matrix: rows are queries (attending from), columns keys (to).
 
@@ -124,27 +120,29 @@ def attention_heatmap(
             and ``L == S``.
         key_tokens: the ``S`` key labels (for cross-attention, where they differ).
         ax: the Axes to draw into; a new figure when None.
-        annotate: write each value in its cell.
-        fmt: the format of the annotations.
-        title: the Axes title.
-        vmin, vmax: the colour scale; ``vmax=None`` takes the largest weight.
-        colorbar: add a colour bar.
+        **style: :func:`draw_heatmap`'s keywords (``annotate``, ``fmt``, ``title``,
+            ``vmin``, ``vmax``, ``colorbar``, ``label``), with the same defaults.
 
     Returns:
         The Axes drawn into.
 
     Raises:
-        TypeError: if ``weights`` is not a tensor or array, or a label list is a string.
+        TypeError: if ``weights`` is not a tensor or array, a label list is a string, or a
+            keyword is not one of :func:`draw_heatmap`'s.
         ValueError: if ``weights`` is not 2-D or a label list does not match its size.
     """
     matrix = _as_matrix(weights)
     n_rows, n_cols = matrix.shape
-    row_labels, col_labels = _axis_labels(tokens, key_tokens, n_rows, n_cols)  # before a figure
+    # Every check before a figure is made, so a mistake leaves no empty figure behind.
+    _axis_labels(tokens, key_tokens, n_rows, n_cols)
+    unknown = sorted(set(style) - set(_HEATMAP_STYLE))
+    if unknown:
+        raise TypeError(f"attention_heatmap got unknown keyword(s) {unknown}; expected "
+                        f"some of {list(_HEATMAP_STYLE)}")
     with mpl.rc_context(book_style()):
         if ax is None:
             _, ax = plt.subplots(figsize=(1.2 + 0.55 * n_cols, 0.9 + 0.5 * n_rows))
-        draw_heatmap(ax, matrix, row_labels, col_labels, annotate=annotate, fmt=fmt,
-                     title=title, vmin=vmin, vmax=vmax, colorbar=colorbar)
+        draw_heatmap(ax, matrix, tokens, key_tokens, **style)
     return ax
 
 
@@ -165,9 +163,22 @@ def draw_heatmap(
     """Draw a query-by-key matrix into an existing Axes, in the current style.
 
     What :func:`attention_heatmap` draws, for callers that lay out their own figure (the
-    explorer's print picture, the playgrounds) and for matrices that are not weights:
-    ``label`` names the colour bar. The arguments are those of
-    :func:`attention_heatmap`, and it raises the same errors.
+    explorer's print picture, the playgrounds) and for matrices that are not weights.
+
+    Args:
+        ax: the Axes to draw into.
+        weights, tokens, key_tokens: as for :func:`attention_heatmap`.
+        annotate: write each value in its cell.
+        fmt: the format of the annotations.
+        title: the Axes title.
+        vmin, vmax: the colour scale; ``vmax=None`` takes the largest weight.
+        colorbar: add a colour bar.
+        label: the colour bar's name.
+
+    Raises:
+        TypeError: if ``ax`` is not an Axes, ``weights`` not a tensor or array, or a label
+            list is a string.
+        ValueError: if ``weights`` is not 2-D or a label list does not match its size.
     """
     if not isinstance(ax, Axes):
         raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
@@ -194,6 +205,12 @@ def draw_heatmap(
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
 
+
+
+#: The keywords that style a heatmap: :func:`draw_heatmap`'s keyword-only parameters.
+_HEATMAP_STYLE = tuple(name for name, parameter in
+                       inspect.signature(draw_heatmap).parameters.items()
+                       if parameter.kind is inspect.Parameter.KEYWORD_ONLY)
 
 #: The Okabe-Ito palette without yellow, which is hard to see as a thin arrow on white.
 _ARROW_COLOURS = tuple(c for c in OKABE_ITO if c != "#F0E442")
