@@ -34,12 +34,15 @@ from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 #: ``one-thread``: every parallel reduction splits its work differently than with several.
 #: ``baseline-cpu``: PyTorch's plain (non-AVX) kernels and MKL restricted to SSE4.2, which
 #: stands in for an older or different CPU.
-#: ``many-threads``: sixteen threads, as on a workstation; besides splitting reductions
-#: differently, some kernels (PyTorch's fused attention among them) allocate scratch memory
-#: per thread, so a claim about memory can depend on the thread count too.
-#: ``scrambled-clock``: every timer returns random readings (``scrambled_clock/scramble.py``,
-#: an IPython startup file), standing in for a machine so loaded, or so different, that any
-#: timing comparison can come out either way.
+#: ``many-threads``: sixteen threads, as on a workstation, even on a machine with fewer cores
+#: (``kernel_startup/sixteen_threads.py``: PyTorch caps ``OMP_NUM_THREADS`` at the core
+#: count). Besides splitting reductions differently, some kernels (PyTorch's fused attention
+#: among them) allocate scratch memory per thread, so a claim about memory can depend on the
+#: thread count too.
+#: ``scrambled-clock``: every timer returns random readings (``kernel_startup/scramble.py``),
+#: standing in for a machine so loaded, or so different, that any timing comparison can come
+#: out either way.
+#: The two are IPython startup files, run in the chapter's kernel before its first cell.
 ENVIRONMENTS: dict[str, dict[str, str]] = {
     "default": {},
     "one-thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
@@ -48,7 +51,10 @@ ENVIRONMENTS: dict[str, dict[str, str]] = {
     "scrambled-clock": {"IPYTHONDIR": "<a profile whose startup scrambles time.perf_counter, "
                                       "time.process_time and timeit>"},
 }
-SCRAMBLE = Path(__file__).with_name("scrambled_clock") / "scramble.py"
+STARTUP = {
+    "many-threads": Path(__file__).with_name("kernel_startup") / "sixteen_threads.py",
+    "scrambled-clock": Path(__file__).with_name("kernel_startup") / "scramble.py",
+}
 
 
 
@@ -85,10 +91,10 @@ def kernel_env(environment: str, scratch: Path) -> dict[str, str]:
                          f"got {environment!r}")
     # What the book's build gives its kernels, then the environment's own variables.
     env = {**KERNEL_ENV, **os.environ, **ENVIRONMENTS[environment]}
-    if environment == "scrambled-clock":
+    if environment in STARTUP:
         startup = scratch / "profile_default" / "startup"
         startup.mkdir(parents=True)
-        shutil.copy(SCRAMBLE, startup / "00-scramble.py")
+        shutil.copy(STARTUP[environment], startup / f"00-{STARTUP[environment].name}")
         env["IPYTHONDIR"] = str(scratch)
     # The inline backend draws the figures, as in the build; a non-interactive backend set by
     # the caller would silently skip them.

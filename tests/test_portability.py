@@ -17,7 +17,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
-from chapter_runner import ENVIRONMENTS, describe, notebook_chapters, outcome
+from chapter_runner import ENVIRONMENTS, describe, execute_chapter, notebook_chapters, outcome
 
 pytestmark = pytest.mark.chapters
 
@@ -53,3 +53,49 @@ def test_the_environments_differ_from_the_build() -> None:
     assert describe("one-thread") == "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
     assert "ATEN_CPU_CAPABILITY=default" in describe("baseline-cpu")
     assert len(CHAPTERS) >= 9 and all(path.suffix == ".md" for path in CHAPTERS)
+
+
+#: A one-cell chapter that reports what its kernel sees: threads, vector kernels, and whether
+#: five 50 ms sleeps measure as about 50 ms each.
+PROBE = """---
+jupytext:
+  text_representation: {extension: .md, format_name: myst}
+kernelspec: {display_name: Python 3, language: python, name: python3}
+---
+
+```{code-cell} ipython3
+import time
+
+import torch
+
+durations = []
+for _ in range(5):
+    start = time.perf_counter()
+    time.sleep(0.05)
+    durations.append(time.perf_counter() - start)
+clock_true = all(0.04 < d < 0.5 for d in durations)
+print(torch.get_num_threads(), torch.backends.cpu.get_cpu_capability(), clock_true)
+```
+"""
+
+
+@pytest.mark.parametrize(("environment", "threads", "kernels", "clock_true"), [
+    ("one-thread", "1", None, "True"),
+    ("many-threads", "16", None, "True"),
+    ("baseline-cpu", None, "DEFAULT", "True"),
+    ("scrambled-clock", None, None, "False"),
+])
+def test_each_environment_is_what_it_claims(tmp_path: Path, environment: str,
+                                            threads: str | None, kernels: str | None,
+                                            clock_true: str) -> None:
+    """Each environment really changes what the kernel sees (and only that: the default
+    environment's vector kernels and clock are the machine's own)."""
+    probe = tmp_path / "probe.md"
+    probe.write_text(PROBE)
+    _, notebook = execute_chapter(probe, environment, timeout=120)
+    _, default = execute_chapter(probe, "default", timeout=120)
+    seen = notebook.cells[0].outputs[0]["text"].split()
+    machine = default.cells[0].outputs[0]["text"].split()
+    assert machine[2] == "True", f"the unscrambled clock measured wrong: {machine}"
+    expected = [threads or machine[0], kernels or machine[1], clock_true]
+    assert seen == expected, f"{environment}: the kernel sees {seen}, expected {expected}"
