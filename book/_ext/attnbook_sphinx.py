@@ -205,10 +205,10 @@ def _repair(pagename: str, context: dict, markup: str, repaired: str,
     if not body:
         return
     body = body.replace(markup, repaired)
-    if unrepaired.search(body):
+    left = unrepaired.search(body)
+    if left:
         logger.warning(f"[attnbook] {pagename}: markup this extension repairs changed form, "
-                       f"update it: {unrepaired.search(body).group(0)[:120]}",
-                       type="attnbook", subtype="markup")
+                       f"update it: {left.group(0)[:120]}", type="attnbook", subtype="markup")
     context["body"] = body
 
 
