@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -17,6 +18,21 @@ def assert_refused(make, error: type[Exception], fragments: tuple[str, ...]) -> 
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def assert_css_scoped(fragment: str, root_class: str) -> None:
+    """The fragment's stylesheet is a list of plain rules, every selector under ``root_class``.
+
+    So the widget's styles cannot leak into the page (and no ``@import`` or ``@media`` rule
+    slips in), however many widgets share it.
+    """
+    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
+    rules = [rule for rule in css.split("}") if rule.strip()]
+    assert len(rules) > 20
+    for rule in rules:
+        assert "{" in rule and "@" not in rule, rule
+        for selector in rule.split("{")[0].split(","):
+            assert selector.strip().startswith(root_class), selector
 
 
 def check_print_and_web_editions(widget: object, html_start: str) -> np.ndarray:

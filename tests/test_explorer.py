@@ -16,7 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser_helpers import assert_refused, check_print_and_web_editions, watched_tab
+from browser_helpers import (
+    assert_css_scoped,
+    assert_refused,
+    check_print_and_web_editions,
+    watched_tab,
+)
 from playwright.sync_api import expect
 
 from attnbook.explorer import (
@@ -96,14 +101,7 @@ def test_fragment_is_self_contained_and_fetches_nothing():
 
 
 def test_css_is_scoped_under_the_root_class():
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
-    rules = [rule for rule in css.split("}") if rule.strip()]
-    assert len(rules) > 20
-    for rule in rules:
-        assert "{" in rule and "@" not in rule, rule
-        for selector in rule.split("{")[0].split(","):
-            assert selector.strip().startswith(".attnbook-explorer"), selector
+    assert_css_scoped(explore(WEIGHTS, TOKENS)._repr_html_(), ".attnbook-explorer")
 
 
 def test_fragment_size_for_six_layers_of_twelve_heads(record_property):
@@ -271,11 +269,19 @@ def page(browser):
         yield tab
 
 
-def show(tab, *fragments: str, **kwargs: str) -> None:
+def show(tab, *fragments: str, **kwargs: str):
+    """Load ``fragments`` into ``tab`` and wait for every explorer; the first one's root."""
     tab.set_content(document(*fragments, **kwargs))
     for fragment in fragments:
         expect(tab.locator(f"#{root_id(fragment)}")).to_have_attribute(
             "data-attnx-ready", "1", timeout=TIMEOUT)
+    return tab.locator(f"#{root_id(fragments[0])}")
+
+
+def expect_bars(root, row, digits: int = 4) -> None:
+    """The bars show ``row``, one value per key, to ``digits`` decimals."""
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [f"{float(v):.{digits}f}" for v in row], timeout=TIMEOUT)
 
 
 def cell(root, i: int, j: int):
@@ -289,9 +295,7 @@ def background(locator) -> str:
 @pytest.mark.browser
 def test_malicious_tokens_are_shown_as_text(page):
     tokens = ["a", MALICIOUS, CLOSER, "x & y", "<!--"]
-    fragment = explore(WEIGHTS[0], tokens)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS[0], tokens)._repr_html_())
     expect(root.locator(".attnx-qbtn")).to_have_text(tokens, timeout=TIMEOUT)
     expect(root.locator(".attnx-colhead")).to_have_text(tokens, timeout=TIMEOUT)
     cell(root, 1, 2).hover()
@@ -308,9 +312,7 @@ def test_malicious_tokens_are_shown_as_text(page):
 
 @pytest.mark.browser
 def test_picking_another_head_or_layer_changes_the_map(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     # A cell whose colour differs in (layer 0, head 0), (0, 2) and (1, 2).
     i, j = next((i, j) for i in range(5) for j in range(5)
                 if len({rgb(WEIGHTS[0, 0, i, j]), rgb(WEIGHTS[0, 2, i, j]),
@@ -333,9 +335,7 @@ def test_picking_another_head_or_layer_changes_the_map(page):
 
 @pytest.mark.browser
 def test_stretched_colours_use_the_head_maximum(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     top = float(np.rint(WEIGHTS[0, 0].max().item() * 10_000) / 10_000)
     root.get_by_label("Colours").select_option("head")
     expect(cell(root, 0, 0)).to_have_css("background-color", rgb(WEIGHTS[0, 0, 0, 0], 0, top),
@@ -345,9 +345,7 @@ def test_stretched_colours_use_the_head_maximum(page):
 
 @pytest.mark.browser
 def test_hovering_a_cell_shows_its_exact_weight(page):
-    fragment = explore(WEIGHTS, TOKENS, layer_names=["L-a", "L-b"])._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS, layer_names=["L-a", "L-b"])._repr_html_())
     readout = root.locator(".attnx-readout")
     assert readout.get_attribute("aria-live") == "polite"
     for i, j in [(3, 1), (0, 4)]:
@@ -362,9 +360,7 @@ def test_hovering_a_cell_shows_its_exact_weight(page):
 
 @pytest.mark.browser
 def test_keyboard_moves_a_roving_focus_over_the_cells(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     assert root.locator('.attnx-cell[tabindex="0"]').count() == 1
     cell(root, 2, 1).focus()
     expect(root.locator(".attnx-r-k")).to_have_text(TOKENS[1], timeout=TIMEOUT)
@@ -391,15 +387,12 @@ def test_keyboard_moves_a_roving_focus_over_the_cells(page):
     assert outline[0] == "solid" and outline[1] >= 2
 
     page.keyboard.press("Enter")
-    expect(root.locator(".attnx-bar-val")).to_have_text(
-        [fmt(WEIGHTS[0, 0, 3, j]) for j in range(5)], timeout=TIMEOUT)
+    expect_bars(root, WEIGHTS[0, 0, 3])
 
 
 @pytest.mark.browser
 def test_selecting_a_query_shows_its_row_as_bars(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     bars = root.locator(".attnx-bars-list")
     expect(bars).to_be_hidden(timeout=TIMEOUT)
 
@@ -409,26 +402,21 @@ def test_selecting_a_query_shows_its_row_as_bars(page):
     expect(label).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
     expect(root.get_by_label("Query token")).to_have_value("3", timeout=TIMEOUT)
     expect(root.locator(".attnx-bar-key")).to_have_text(TOKENS, timeout=TIMEOUT)
-    expect(root.locator(".attnx-bar-val")).to_have_text(
-        [fmt(WEIGHTS[0, 0, 3, j]) for j in range(5)], timeout=TIMEOUT)
+    expect_bars(root, WEIGHTS[0, 0, 3])
     widths = root.locator(".attnx-bar-fill").evaluate_all("es => es.map(e => e.style.width)")
     assert all(width.endswith("%") for width in widths)
     assert [float(width[:-1]) for width in widths] == pytest.approx(
         [100 * float(fmt(WEIGHTS[0, 0, 3, j])) for j in range(5)], abs=0.006)
 
     root.get_by_label("Head", exact=True).select_option("1")
-    expect(root.locator(".attnx-bar-val")).to_have_text(
-        [fmt(WEIGHTS[0, 1, 3, j]) for j in range(5)], timeout=TIMEOUT)
+    expect_bars(root, WEIGHTS[0, 1, 3])
     root.get_by_label("Query token").select_option("0")
-    expect(root.locator(".attnx-bar-val")).to_have_text(
-        [fmt(WEIGHTS[0, 1, 0, j]) for j in range(5)], timeout=TIMEOUT)
+    expect_bars(root, WEIGHTS[0, 1, 0])
 
 
 @pytest.mark.browser
 def test_overview_shows_every_head_and_clicking_one_selects_it(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     tiles = root.locator(".attnx-tile")
     expect(tiles).to_have_count(3, timeout=TIMEOUT)
     expect(tiles.nth(0)).to_have_attribute("aria-pressed", "true", timeout=TIMEOUT)
@@ -506,8 +494,7 @@ def test_rectangular_maps_and_single_maps(page):
     keys = ["k0", "k1", "k2", "k3", "k4", "k5"]
     rect = explore(cross, ["q0", "q1", "q2"], key_tokens=keys)._repr_html_()
     single = explore(WEIGHTS[1, 1], TOKENS, title="One map")._repr_html_()
-    show(page, rect, single)
-    root = page.locator(f"#{root_id(rect)}")
+    root = show(page, rect, single)
     expect(root.locator(".attnx-cell")).to_have_count(18, timeout=TIMEOUT)
     expect(root.locator(".attnx-colhead")).to_have_text(keys, timeout=TIMEOUT)
     cell(root, 1, 5).hover()
@@ -529,8 +516,7 @@ def test_controls_are_labelled_and_the_panel_stays_light_in_dark_mode(page):
     fragment = explore(WEIGHTS, TOKENS)._repr_html_()
     theme = ("<style>body{background:#121212;color:#e0e0e0}"
              "button,select{background:#2a2a2a;color:#eeeeee}label{color:#9ab}</style>")
-    show(page, fragment, html_attrs='data-theme="dark"', head=theme)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, fragment, html_attrs='data-theme="dark"', head=theme)
     for name in ("Layer", "Head", "Query token", "Colours"):
         control = root.get_by_label(name, exact=True)
         expect(control).to_have_count(1, timeout=TIMEOUT)
@@ -566,9 +552,7 @@ def test_saved_file_works_offline(page, tmp_path):
 @pytest.mark.browser
 def test_key_labels_sit_over_their_columns(page):
     """Each key label is centred over its column of cells, whatever the fonts."""
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     heads = root.locator(".attnx-colhead")
     expect(heads).to_have_count(len(TOKENS), timeout=TIMEOUT)
     for j in range(len(TOKENS)):
@@ -581,9 +565,7 @@ def test_key_labels_sit_over_their_columns(page):
 
 @pytest.mark.browser
 def test_escape_clears_the_bars_from_a_row_label(page):
-    fragment = explore(WEIGHTS, TOKENS)._repr_html_()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
     bars = root.locator(".attnx-bars-list")
     label = root.locator(".attnx-qbtn").nth(2)
     label.click()
@@ -720,6 +702,56 @@ def test_print_fallback_shows_both_views(sentences_explorer):
     assert pixels.shape[1] > 1.5 * one_view.shape[1]  # two maps side by side
 
 
+HINT = "Hover over a cell, or focus one and use the arrow keys, to read its {}."
+
+
+def with_contributions() -> AttentionExplorer:
+    return AttentionExplorer(WEIGHTS, TOKENS, contributions=WEIGHTS.flip(-1))
+
+
+def test_contribution_note_says_what_is_measured():
+    """The note defines a contribution as the chapter does: the length of A_ij f(x_j), where
+    f(x_j) is the value vector carried through the head's slice of W_o, not v_j alone."""
+    fragment = with_contributions().to_html()
+    note = re.search(r'<div class="attnx-view-note" hidden>(.*?)</div>', fragment, re.S)
+    assert note, "the contributions view has no note"
+    text = " ".join(re.sub(r"<[^>]+>", "", note.group(1)).replace("&times;", "x").split())
+    assert text == ("Contribution: the length of weight x the value vector after the output "
+                    "projection Wo (this head's slice of it), each row scaled to add up to 1.")
+    assert "W<sub>o</sub>" in note.group(1)
+    # The hint names the weight until the script switches it (see the browser test below).
+    hint = re.search(r'<span class="attnx-r-hint">(.*?)</span>(?=<span class="attnx-r-body")',
+                     fragment, re.S)
+    assert hint and re.sub(r"<[^>]+>", "", hint.group(1)) == HINT.format("weight")
+    assert '<span class="attnx-hint-what">weight</span>' in hint.group(1)
+
+
+@pytest.mark.browser
+def test_each_view_names_what_it_shows(page):
+    """The hint, the readout, the colour bar and the note say "weight" or "contribution"."""
+    root = show(page, with_contributions().to_html())
+    view = root.get_by_label("Show", exact=True)
+    hint, note = root.locator(".attnx-r-hint"), root.locator(".attnx-view-note")
+    for code, noun in (("w", "weight"), ("c", "contribution"), ("w", "weight")):
+        view.select_option(code)
+        expect(hint).to_be_visible(timeout=TIMEOUT)
+        expect(hint).to_have_text(HINT.format(noun), timeout=TIMEOUT)
+        for name in (".attnx-r-what", ".attnx-cbar-name"):
+            expect(root.locator(name)).to_have_text(noun, timeout=TIMEOUT)
+        if noun == "contribution":
+            expect(note).to_be_visible(timeout=TIMEOUT)
+            expect(note).to_contain_text("the value vector after the output projection Wo",
+                                         timeout=TIMEOUT)
+        else:
+            expect(note).to_be_hidden(timeout=TIMEOUT)
+    view.select_option("c")
+    cell(root, 1, 2).hover()
+    expect(root.locator(".attnx-r-body")).to_contain_text(
+        f"contribution {fmt3(with_contributions().shipped('contributions')[0, 0, 1, 2])}",
+        timeout=TIMEOUT)
+    expect(hint).to_be_hidden(timeout=TIMEOUT)
+
+
 def hostile_pair() -> AttentionExplorer:
     tokens = ["a", MALICIOUS, CLOSER, "x & y", "<!--"]
     first = AttentionExplorer(WEIGHTS, TOKENS, contributions=WEIGHTS.flip(-1), label="plain")
@@ -735,9 +767,7 @@ def fmt3(value: float) -> str:
 
 @pytest.mark.browser
 def test_switching_sentence_and_view_reads_back_the_shipped_numbers(page, sentences_explorer):
-    fragment = sentences_explorer.to_html()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, sentences_explorer.to_html())
     sentence = root.get_by_label("Sentence", exact=True)
     view = root.get_by_label("Show", exact=True)
     expect(sentence).to_be_visible(timeout=TIMEOUT)
@@ -757,16 +787,13 @@ def test_switching_sentence_and_view_reads_back_the_shipped_numbers(page, senten
             assert abs(float(root.locator(".attnx-r-w").text_content())
                        - getattr(explorer, which)[4, 7, i, j]) <= 0.5 / 255 + 0.0005
             root.locator(".attnx-qbtn").nth(i).click()
-            expect(root.locator(".attnx-bar-val")).to_have_text(
-                [fmt3(v) for v in explorer.shipped(which)[4, 7, i]], timeout=TIMEOUT)
+            expect_bars(root, explorer.shipped(which)[4, 7, i], digits=3)
     assert page.seen["requests"] == []
 
 
 @pytest.mark.browser
 def test_sentence_and_view_menus_work_from_the_keyboard(page, sentences_explorer):
-    fragment = sentences_explorer.to_html()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, sentences_explorer.to_html())
     page.keyboard.press("Tab")
     expect(root.get_by_label("Sentence", exact=True)).to_be_focused(timeout=TIMEOUT)
     page.keyboard.press("ArrowDown")
@@ -789,8 +816,7 @@ def test_hostile_tokens_and_labels_in_another_sentence_stay_text(page):
     explorer = hostile_pair()
     fragment = explorer.to_html()
     assert "<img" not in fragment and fragment.count("<script") == 1
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, fragment)
     sentence = root.get_by_label("Sentence", exact=True)
     expect(sentence.locator("option")).to_have_text(["plain", MALICIOUS], timeout=TIMEOUT)
     sentence.select_option("1")
@@ -807,9 +833,7 @@ def test_hostile_tokens_and_labels_in_another_sentence_stay_text(page):
 def test_several_sentences_have_no_serious_accessibility_violation(page, sentences_explorer):
     from axe_playwright_python.sync_playwright import Axe
 
-    fragment = sentences_explorer.to_html()
-    show(page, fragment)
-    root = page.locator(f"#{root_id(fragment)}")
+    root = show(page, sentences_explorer.to_html())
     root.get_by_label("Show", exact=True).select_option("c")
     root.locator(".attnx-qbtn").nth(2).click()
     results = Axe().run(page, options={

@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser_helpers import assert_refused, check_print_and_web_editions, watched_tab
+from browser_helpers import (
+    assert_css_scoped,
+    assert_refused,
+    check_print_and_web_editions,
+    watched_tab,
+)
 from playwright.sync_api import expect
 
 from attnbook.attention import attention, masked_softmax
@@ -89,13 +94,7 @@ def test_fragment_is_self_contained_and_scoped(kind):
     assert fragment.count("<script") == 1 and fragment.count("</script>") == 1
     assert fragment.count("<style>") == 1
     assert "innerHTML" not in fragment and "eval(" not in fragment
-    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
-    rules = [rule for rule in css.split("}") if rule.strip()]
-    assert len(rules) > 20
-    for rule in rules:
-        assert "{" in rule and "@" not in rule, rule
-        for selector in rule.split("{")[0].split(","):
-            assert selector.strip().startswith(".attnbook-pg"), selector
+    assert_css_scoped(fragment, ".attnbook-pg")
     ids = re.findall(r'\sid="([^"]+)"', fragment)
     assert len(ids) == len(set(ids)) and all(i.startswith(root_id(fragment)) for i in ids)
     assert script_data(fragment)["title"] == "http://example.org/x"

@@ -534,8 +534,9 @@ aria-label="Every head of the chosen layer; pick one to show it"></div>
 <div class="attnx-axis">columns: key (attended to) &rarr;&ensp;rows: query (attending from) \
 &darr;</div>
 <div class="attnx-grid" role="grid" aria-describedby="{uid}-help"></div>
-<div class="attnx-view-note" hidden>Contribution: the length of weight \
-&times; value vector, each row scaled to add up to 1.</div>
+<div class="attnx-view-note" hidden>Contribution: the length of weight &times; the \
+value vector after the output projection W<sub>o</sub> (this head's slice of it), each row \
+scaled to add up to 1.</div>
 <div class="attnx-legend" aria-hidden="true"><span class="attnx-cbar-name">weight</span>\
 <span class="attnx-cbar-lo"></span><span class="attnx-cbar"></span>\
 <span class="attnx-cbar-hi"></span></div>
@@ -545,7 +546,7 @@ query's row as bars.</div>
 <div class="attnx-side">
 <div class="attnx-readout" id="{uid}-out" aria-live="polite" aria-atomic="true">\
 <span class="attnx-r-hint">Hover over a cell, or focus one and use the arrow keys, to read \
-its weight.</span><span class="attnx-r-body" hidden>query \
+its <span class="attnx-hint-what">weight</span>.</span><span class="attnx-r-body" hidden>query \
 <span class="attnx-r-tok attnx-r-q"></span> (row <span class="attnx-r-i"></span>) &rarr; key \
 <span class="attnx-r-tok attnx-r-k"></span> (column <span class="attnx-r-j"></span>): \
 <span class="attnx-r-what">weight</span> <strong class="attnx-r-w"></strong> \

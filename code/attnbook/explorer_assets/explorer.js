@@ -37,6 +37,12 @@ function make(tag, cls, text) {
   if (text !== undefined) { e.textContent = text; }
   return e;
 }
+function addDiv(parent, cls, role) {
+  var e = make("div", cls);
+  e.setAttribute("role", role);
+  parent.appendChild(e);
+  return e;
+}
 function value(l, hd, r, c) {
   return (st.view === "c" && C ? C : W)[((l * NH + hd) * L + r) * S + c] / SC;
 }
@@ -97,25 +103,16 @@ var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
 root.style.setProperty("--attnx-cell", size + "px");
 option(querySel, -1, "(none)");
 for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
-var hrow = make("div", "attnx-row attnx-colheads");
-hrow.setAttribute("role", "row");
-var corner = make("div", "attnx-corner", "query \u2193 key \u2192");
-corner.setAttribute("role", "columnheader");
-hrow.appendChild(corner);
+var hrow = addDiv(grid, "attnx-row attnx-colheads", "row");
+addDiv(hrow, "attnx-corner", "columnheader").textContent = "query \u2193 key \u2192";
 for (j = 0; j < S; j++) {
-  var ch = make("div", "attnx-colhead");
-  ch.setAttribute("role", "columnheader");
+  var ch = addDiv(hrow, "attnx-colhead", "columnheader");
   ch.title = KT[j];
   ch.appendChild(make("span", "attnx-vtext", KT[j]));
   colheads.push(ch);
-  hrow.appendChild(ch);
 }
-grid.appendChild(hrow);
 for (i = 0; i < L; i++) {
-  var row = make("div", "attnx-row");
-  row.setAttribute("role", "row");
-  var rh = make("div", "attnx-rowhead");
-  rh.setAttribute("role", "rowheader");
+  var row = addDiv(grid, "attnx-row", "row");
   var qb = make("button", "attnx-qbtn", QT[i]);
   qb.type = "button";
   qb.tabIndex = -1;
@@ -123,18 +120,14 @@ for (i = 0; i < L; i++) {
   qb.setAttribute("data-q", String(i));
   qb.setAttribute("aria-pressed", "false");
   qbtns.push(qb);
-  rh.appendChild(qb);
-  row.appendChild(rh);
+  addDiv(row, "attnx-rowhead", "rowheader").appendChild(qb);
   for (j = 0; j < S; j++) {
-    var c = make("div", "attnx-cell");
-    c.setAttribute("role", "gridcell");
+    var c = addDiv(row, "attnx-cell", "gridcell");
     c.tabIndex = (i === 0 && j === 0) ? 0 : -1;
     c.setAttribute("data-q", String(i));
     c.setAttribute("data-k", String(j));
     cells.push(c);
-    row.appendChild(c);
   }
-  grid.appendChild(row);
 }
 for (h = 0; h < canvases.length; h++) {
   canvases[h].width = S;
@@ -142,8 +135,7 @@ for (h = 0; h < canvases.length; h++) {
   canvases[h].style.height = Math.max(8, Math.round(60 * L / S)) + "px";
 }
 for (j = 0; j < S; j++) {
-  var br = make("div", "attnx-bar-row");
-  br.setAttribute("role", "listitem");
+  var br = addDiv(barsList, "attnx-bar-row", "listitem");
   var fill = make("span", "attnx-bar-fill");
   fill.style.backgroundColor = D.bar;
   var track = make("span", "attnx-bar-track");
@@ -155,7 +147,6 @@ for (j = 0; j < S; j++) {
   br.appendChild(track);
   br.appendChild(bv);
   bars.push([fill, bv]);
-  barsList.appendChild(br);
 }
 if (out) { out.hint.hidden = false; out.body.hidden = true; }
 barsList.hidden = true;
@@ -258,8 +249,10 @@ function paint() {
   }
   var cap = D.layerNames[st.layer] + ", " + D.headNames[st.head], contrib = st.view === "c" && C;
   find("attnx-caption").textContent = cap + (contrib ? ": contributions" : "");
-  find("attnx-cbar-name").textContent = contrib ? "contribution" : "weight";
-  find("attnx-r-what").textContent = contrib ? "contribution" : "weight";
+  var names = ["attnx-cbar-name", "attnx-r-what", "attnx-hint-what"];
+  for (var n = 0; n < names.length; n++) {
+    find(names[n]).textContent = contrib ? "contribution" : "weight";
+  }
   find("attnx-view-note").hidden = !contrib;
   viewSel.value = st.view;
   setSel.value = String(st.set);
