@@ -53,13 +53,13 @@ SOLUTIONS = Path(__file__).resolve().parent / "exercise_solutions"
 
 def online_normalizer_in_float64_tensors(stream):
     m = torch.tensor(float("-inf"), dtype=torch.float64)
-    ell = torch.tensor(0.0, dtype=torch.float64)
+    row_sum = torch.tensor(0.0, dtype=torch.float64)
     for z in stream:
         z = torch.tensor(z, dtype=torch.float64)
         m_new = torch.maximum(m, z)
-        ell = ell * torch.exp(m - m_new) + torch.exp(z - m_new)
+        row_sum = row_sum * torch.exp(m - m_new) + torch.exp(z - m_new)
         m = m_new
-    return m, ell
+    return m, row_sum
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -286,28 +286,28 @@ def pattern_dividing_by_zero(L, period):
 
 
 def online_without_rescaling(stream):
-    m, ell = float("-inf"), 0.0
+    m, row_sum = float("-inf"), 0.0
     for z in stream:
         m = max(m, z)
-        ell += math.exp(z - m)
-    return m, ell
+        row_sum += math.exp(z - m)
+    return m, row_sum
 
 
 def online_rescaled_upwards(stream):
-    m, ell = float("-inf"), 0.0
+    m, row_sum = float("-inf"), 0.0
     for z in stream:
         m_new = max(m, z)
-        ell = (ell * math.exp(m_new - m) if ell else 0.0) + math.exp(z - m_new)
+        row_sum = (row_sum * math.exp(m_new - m) if row_sum else 0.0) + math.exp(z - m_new)
         m = m_new
-    return m, ell
+    return m, row_sum
 
 
 def online_sum_of_exp(stream):
-    m, ell = float("-inf"), 0.0
+    m, row_sum = float("-inf"), 0.0
     for z in stream:
         m = max(m, z)
-        ell += math.exp(z)
-    return m, ell
+        row_sum += math.exp(z)
+    return m, row_sum
 
 
 def online_two_passes(stream):
@@ -316,17 +316,17 @@ def online_two_passes(stream):
 
 
 def online_starting_at_zero(stream):
-    m, ell = 0.0, 0.0
+    m, row_sum = 0.0, 0.0
     for z in stream:
         m_new = max(m, z)
-        ell = ell * math.exp(m - m_new) + math.exp(z - m_new)
+        row_sum = row_sum * math.exp(m - m_new) + math.exp(z - m_new)
         m = m_new
-    return m, ell
+    return m, row_sum
 
 
 def online_swapped(stream):
-    m, ell = online_normalizer(stream)
-    return ell, m
+    m, row_sum = online_normalizer(stream)
+    return row_sum, m
 
 
 def online_with_len(stream):
@@ -335,18 +335,18 @@ def online_with_len(stream):
 
 
 def online_in_float32(stream):
-    m, ell = torch.tensor(float("-inf")), torch.tensor(0.0)
+    m, row_sum = torch.tensor(float("-inf")), torch.tensor(0.0)
     for z in stream:
         z = torch.tensor(z)  # float32
         m_new = torch.maximum(m, z)
-        ell = ell * torch.exp(m - m_new) + torch.exp(z - m_new)
+        row_sum = row_sum * torch.exp(m - m_new) + torch.exp(z - m_new)
         m = m_new
-    return m, ell
+    return m, row_sum
 
 
 def online_logsumexp_only(stream):
-    m, ell = online_normalizer(stream)
-    return m + math.log(ell)
+    m, row_sum = online_normalizer(stream)
+    return m + math.log(row_sum)
 
 
 # ----------------------------------------------------------------------------------- tests
@@ -539,14 +539,14 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["pattern_dividing_by_zero(16, 8) raised ZeroDivisionError", "leave it at zero"]),
     ("online normaliser without rescaling", check_online_normalizer,
      (online_without_rescaling,),
-     ["check 1 (100 random scores", "wrong value of ell", "expected ell = 12.54856",
-      "got ell      = 29.799", "the row: 100 scores", "exp(m_old - m_new)"]),
+     ["check 1 (100 random scores", "wrong value of row_sum", "expected row_sum = 12.54856",
+      "got row_sum      = 29.799", "the row: 100 scores", "exp(m_old - m_new)"]),
     ("online normaliser rescaled upwards", check_online_normalizer,
-     (online_rescaled_upwards,), ["wrong value of ell", "at most 1"]),
+     (online_rescaled_upwards,), ["wrong value of row_sum", "at most 1"]),
     ("online normaliser summing exp(z)", check_online_normalizer, (online_sum_of_exp,),
-     ["wrong value of ell", "not of exp(z_j)"]),
+     ["wrong value of row_sum", "not of exp(z_j)"]),
     ("online normaliser reading the stream twice", check_online_normalizer,
-     (online_two_passes,), ["got ell      = 0.0", "can be read only once"]),
+     (online_two_passes,), ["got row_sum      = 0.0", "can be read only once"]),
     ("online normaliser starting at 0", check_online_normalizer, (online_starting_at_zero,),
      ["very negative scores", "wrong value of m", "got m      = 0.0", "float('-inf'), not 0"]),
     ("online normaliser pair swapped", check_online_normalizer, (online_swapped,),
@@ -558,7 +558,7 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["wrong value of m", "a float32 tensor such as `torch.tensor(z)` rounds them"]),
     ("online normaliser returning the log-sum-exp", check_online_normalizer,
      (online_logsumexp_only,),
-     ["returned a float, expected the pair (m, ell)", "`return m, ell`"]),
+     ["returned a float, expected the pair (m, row_sum)", "`return m, row_sum`"]),
 ]
 
 
@@ -784,11 +784,11 @@ def test_online_normalizer_accepts_numbers_of_any_kind_and_refuses_the_rest():
     def as_numpy(stream):
         import numpy as np
 
-        m, ell = online_normalizer(stream)
-        return np.float64(m), torch.tensor([ell], dtype=torch.float64)
+        m, row_sum = online_normalizer(stream)
+        return np.float64(m), torch.tensor([row_sum], dtype=torch.float64)
 
     check_online_normalizer(as_numpy)
-    with pytest.raises(ExerciseCheckError, match=r"ell is a tensor of shape \(2,\), expected "
+    with pytest.raises(ExerciseCheckError, match=r"row_sum is a tensor of shape \(2,\), expected "
                                                  r"one number"):
         check_online_normalizer(lambda stream: (online_normalizer(stream)[0],
                                                 torch.ones(2, dtype=torch.float64)))

@@ -11,17 +11,17 @@ from collections.abc import Iterator
 
 
 def online_normalizer(stream: Iterator[float]) -> tuple[float, float]:
-    """``(m, ell)`` of the scores in ``stream``, read once, in order.
+    """``(m, row_sum)`` of the scores in ``stream``, read once, in order.
 
     Args:
         stream: an iterator over the scores ``z_j`` of one row, Python floats. It can be
             read only once.
 
     Returns:
-        ``m``, the largest score, and ``ell = sum_j exp(z_j - m)``.
+        ``m``, the largest score, and the row sum ``row_sum = sum_j exp(z_j - m)``.
     """
     raise NotImplementedError(
         "implement online_normalizer(stream): read the scores once, keeping the running "
-        "maximum m and the running sum ell of exp(z - m), and return (m, ell) "
+        "maximum m and the running row sum row_sum of exp(z - m), and return (m, row_sum) "
         "(see exercises/efficient_attention/README.md)"
     )

@@ -9,22 +9,22 @@ from .solution import online_normalizer
 
 
 def test_three_scores_by_hand():
-    m, ell = online_normalizer(iter([0.0, math.log(3.0), 0.0]))
+    m, row_sum = online_normalizer(iter([0.0, math.log(3.0), 0.0]))
     assert math.isclose(m, math.log(3.0)), f"m is the largest score, ln 3; got {m}"
-    assert math.isclose(ell, 5 / 3), (
-        f"ell = e^(0 - ln 3) + e^0 + e^(0 - ln 3) = 1/3 + 1 + 1/3 = 5/3; got {ell}"
+    assert math.isclose(row_sum, 5 / 3), (
+        f"row_sum = e^(0 - ln 3) + e^0 + e^(0 - ln 3) = 1/3 + 1 + 1/3 = 5/3; got {row_sum}"
     )
 
 
 def test_scores_near_1000_stay_finite():
     scores = [1000.0, 1001.0, 999.0]
-    m, ell = online_normalizer(iter(scores))
+    m, row_sum = online_normalizer(iter(scores))
     assert m == 1001.0, f"m is the largest score, 1001; got {m}"
     expected = math.exp(-1.0) + 1.0 + math.exp(-2.0)
-    assert math.isclose(ell, expected), (
-        f"ell must be e^(1000 - 1001) + e^0 + e^(999 - 1001) = {expected}: every term "
+    assert math.isclose(row_sum, expected), (
+        f"row_sum must be e^(1000 - 1001) + e^0 + e^(999 - 1001) = {expected}: every term "
         f"relative to the final maximum (rescale the sum so far when the maximum rises); "
-        f"got {ell}"
+        f"got {row_sum}"
     )
 
 

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 
 def online_normalizer(stream: Iterator[float]) -> tuple[float, float]:
-    """(m, ell) of the scores in ``stream``, read once, in order."""
-    m, ell = float("-inf"), 0.0
+    """(m, row_sum) of the scores in ``stream``, read once, in order."""
+    m, row_sum = float("-inf"), 0.0
     for z in stream:
         m_new = max(m, z)
-        ell = ell * math.exp(m - m_new) + math.exp(z - m_new)
+        row_sum = row_sum * math.exp(m - m_new) + math.exp(z - m_new)
         m = m_new
-    return m, ell
+    return m, row_sum

@@ -54,28 +54,29 @@ def _online_normalizer_hint(error: Exception) -> str | None:
 
 
 def _without_rescaling(row: Tensor) -> Tensor:
-    """``ell`` when the old terms are never rescaled: ``sum_j exp(z_j - max(z_0..z_j))``."""
+    """``row_sum`` when the old terms are never rescaled: ``sum_j exp(z_j - max(z_0..z_j))``."""
     return torch.exp(row - row.cummax(0).values).sum()
 
 
 def _rescaled_upwards(scores: Sequence[float]) -> float:
-    """``ell`` when the rescaling factor is ``exp(m_new - m_old)`` instead of its inverse."""
-    m, ell = -math.inf, 0.0
+    """``row_sum`` when the rescaling factor is ``exp(m_new - m_old)`` instead of its inverse."""
+    m, row_sum = -math.inf, 0.0
     for z in scores:
         m_new = max(m, z)
-        ell = (ell * math.exp(m_new - m) if ell else 0.0) + math.exp(z - m_new)
+        row_sum = (row_sum * math.exp(m_new - m) if row_sum else 0.0) + math.exp(z - m_new)
         m = m_new
-    return ell
+    return row_sum
 
 
 def check_online_normalizer(normalizer_fn: Callable) -> None:
-    """Check ``normalizer_fn(stream) -> (m, ell)``: the one-pass online normaliser.
+    """Check ``normalizer_fn(stream) -> (m, row_sum)``: the one-pass online normaliser.
 
     The exercise of the chapter ``efficient-attention`` (Milakov and Gimelshein's online
     softmax): ``stream`` is an iterator over the scores ``z_j`` of one row, Python floats,
     which can be read only once; the answer is the pair of numbers ``m = max_j z_j`` and
-    ``ell = sum_j exp(z_j - m)``. Then ``exp(z_j - m) / ell`` is the softmax and
-    ``m + log(ell)`` the log-sum-exp of the row, which are compared with
+    ``row_sum = sum_j exp(z_j - m)``, the row sum (the chapter's ``r``). Then
+    ``exp(z_j - m) / row_sum`` is the softmax and ``m + log(row_sum)`` the log-sum-exp of the
+    row, which are compared with
     :func:`torch.softmax` and :func:`torch.logsumexp`.
 
     Checks rows of 1 to 1000 scores (random, rising so that the maximum moves at every
@@ -86,19 +87,20 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
     normalizer_fn = require_function("normalizer_fn", normalizer_fn)
     checks = Checks("check_online_normalizer", _online_normalizer_hint)
     call = f"{name_of(normalizer_fn)}(stream)"
-    pair_hint = "return the pair `(m, ell)` of two numbers, for instance `return m, ell`."
+    pair_hint = ("return the pair `(m, row_sum)` of two numbers, for instance "
+                 "`return m, row_sum`.")
 
     def run(row: Tensor) -> None:
         row = row.double()  # (S,)
         scores = row.tolist()
         result = call_reader(call, normalizer_fn, (z for z in scores), names=("stream",))
-        got_m, got_ell = expect_pair(call, result, "m", "ell")
+        got_m, got_row_sum = expect_pair(call, result, "m", "row_sum")
         low = [isinstance(v, Tensor) and v.is_floating_point() and v.dtype != torch.float64
-               for v in (got_m, got_ell)]
+               for v in (got_m, got_row_sum)]
         got_m = as_scalar("m", got_m, pair_hint)
-        got_ell = as_scalar("ell", got_ell, pair_hint)
+        got_row_sum = as_scalar("row_sum", got_row_sum, pair_hint)
         m = float(row.max())
-        ell = float(torch.exp(row - m).sum())
+        row_sum = float(torch.exp(row - m).sum())
         note = f"the row: {len(scores)} scores {values(scores)}"
         expect_number(
             "m", got_m, m, atol=1e-12, rtol=1e-12, note=note,
@@ -108,8 +110,8 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
             nan_hint="start m at float('-inf') and update it with `m = max(m, z)`: it is "
                      "then the largest score, finite as soon as one score is.",
             mistakes=[
-                ("return the pair (m, ell) in that order: the maximum first, then the sum.",
-                 lambda: ell),
+                ("return the pair (m, row_sum) in that order: the maximum first, then the sum.",
+                 lambda: row_sum),
                 ("start the running maximum at float('-inf'), not 0: when every score is "
                  "negative, 0 is above all of them.", lambda: max(m, 0.0)),
                 ("m must be the maximum of all the scores: update it with every score, "
@@ -117,39 +119,39 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
                 ("m is the running maximum, not the last score read: `m = max(m, z)`.",
                  lambda: scores[-1])])
         expect_number(
-            "ell", got_ell, ell, atol=1e-12, rtol=1e-9, note=note,
+            "row_sum", got_row_sum, row_sum, atol=1e-12, rtol=1e-9, note=note,
             hint=_LOW_PRECISION_HINT if low[1] else
-            "ell is the sum of exp(z_j - m) over the whole row, with m the final maximum.",
+            "row_sum is the sum of exp(z_j - m) over the whole row, with m the final maximum.",
             nan_hint=_ONLINE_OVERFLOW_HINT,
             mistakes=[
-                ("ell is 0: the stream can be read only once, and a second loop over it sees "
-                 "nothing. Update m and ell together, in one loop.", lambda: 0.0),
+                ("row_sum is 0: the stream can be read only once, and a second loop over it "
+                 "sees nothing. Update m and row_sum together, in one loop.", lambda: 0.0),
                 ("when a score beats the maximum, rescale the sum so far: "
-                 "`ell = ell * exp(m_old - m_new) + exp(z - m_new)`. Without it the old "
-                 "terms stay relative to the old maximum.", lambda: _without_rescaling(row)),
+                 "`row_sum = row_sum * exp(m_old - m_new) + exp(z - m_new)`. Without it the "
+                 "old terms stay relative to the old maximum.", lambda: _without_rescaling(row)),
                 ("the rescaling factor is exp(m_old - m_new), at most 1: the old terms "
                  "shrink when the maximum rises.", lambda: _rescaled_upwards(scores)),
-                ("ell is the sum of exp(z_j - m), relative to the maximum m, not of "
+                ("row_sum is the sum of exp(z_j - m), relative to the maximum m, not of "
                  "exp(z_j): that is what keeps every term at most 1.",
                  lambda: torch.exp(row).sum())])
-        # What (m, ell) are for: the softmax and the log-sum-exp of the row.
-        expect_close("the softmax exp(z - m) / ell", torch.exp(row - got_m) / got_ell,
+        # What (m, row_sum) are for: the softmax and the log-sum-exp of the row.
+        expect_close("the softmax exp(z - m) / row_sum", torch.exp(row - got_m) / got_row_sum,
                      torch.softmax(row, dim=0), atol=1e-12, rtol=1e-9, note=note,
-                     hint="the weights exp(z_j - m) / ell must be torch.softmax of the row.")
-        expect_number("the log-sum-exp m + log(ell)", got_m + math.log(got_ell),
+                     hint="the weights exp(z_j - m) / row_sum must be torch.softmax of the row.")
+        expect_number("the log-sum-exp m + log(row_sum)", got_m + math.log(got_row_sum),
                       float(torch.logsumexp(row, dim=0)), atol=1e-9, rtol=1e-12, note=note,
-                      hint="m + log(ell) must be torch.logsumexp of the row.",
-                      nan_hint="m + log(ell) must be torch.logsumexp of the row.")
+                      hint="m + log(row_sum) must be torch.logsumexp of the row.",
+                      nan_hint="m + log(row_sum) must be torch.logsumexp of the row.")
 
     with checks.case("100 random scores, randn (100,)"):
         run(randn(100, seed=81, dtype=torch.float64))
-    with checks.case("a single score: m = z and ell = 1"):
+    with checks.case("a single score: m = z and row_sum = 1"):
         run(torch.tensor([0.7]))
     with checks.case("20 rising scores: the maximum moves at every step"):
         run(torch.linspace(-3.0, 6.0, 20, dtype=torch.float64))
     with checks.case("20 falling scores: the maximum never moves after the first"):
         run(torch.linspace(6.0, -3.0, 20, dtype=torch.float64))
-    with checks.case("5 equal scores 2.0: ell = 5"):
+    with checks.case("5 equal scores 2.0: row_sum = 5"):
         run(torch.full((5,), 2.0, dtype=torch.float64))
     with checks.case("100 scores near 1000, 1000 + randn (100,): exp(z) overflows"):
         run(1000.0 + randn(100, seed=82, dtype=torch.float64))
