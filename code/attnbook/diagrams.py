@@ -431,8 +431,9 @@ def sequential_vs_parallel(length: int = 6) -> Figure:
     by its input ``x_t`` and by the previous state, so step ``t`` cannot start before step
     ``t - 1`` ends: the sequential depth is ``L``. Right panel: attention's ``L x L`` score
     grid, fed by ``Q`` (``L x d``) on its left and ``K^T`` (``d x L``) on top; every score
-    comes out of one matrix product, so the depth is one step whatever ``L`` is (the grid's
-    diagonal is not special: all cells are computed together). The depth and the number of
+    comes out of one matrix product, so the depth does not grow with ``L``: a product, a
+    softmax and a weighted sum, whatever ``L`` is (the grid's diagonal is not special: all
+    cells are computed together). The depth and the number of
     scores printed are counted from the drawing's own tensors (a causal chain of ``L``
     states, a score matrix from :func:`attnbook.attention.attention_scores`).
 
@@ -515,7 +516,7 @@ def sequential_vs_parallel(length: int = 6) -> Figure:
         right.text(panel_w / 2, 0.12, "one matrix product computes every score at once",
                    ha="center", va="bottom", fontsize=10)
         depth = right.text(panel_w / 2, height - 0.62,
-                           "sequential depth: 1 step (for any L)", ha="center", va="top",
+                           "sequential depth: fixed (does not grow with L)", ha="center", va="top",
                            fontsize=11, color="#009E73")
         depth.set_gid("attn-depth")
         # A divider between the panels.
