@@ -3,10 +3,11 @@
 - :func:`blockwise_attention` gives the same output as :func:`attnbook.attention.attention`
   without ever holding the ``(L, S)`` matrix of scores. It streams over blocks of keys with
   the online softmax (Milakov and Gimelshein, 2018), the idea behind FlashAttention (Dao et
-  al., 2022): a running row maximum ``m``, a running sum ``l`` of exponentials and an output
-  accumulator, each rescaled by ``exp(m_old - m_new)`` when a block raises the maximum. Its
-  backward pass recomputes each tile of weights from the saved output and per-row log-sum-exp
-  instead of storing it, so training needs memory linear in ``L`` as well.
+  al., 2022): a running row maximum ``m``, a running row sum ``r`` of exponentials
+  (``row_sum`` in the code) and an output accumulator, each rescaled by
+  ``exp(m_old - m_new)`` when a block raises the maximum. Its backward pass recomputes each
+  tile of weights from the saved output and per-row log-sum-exp instead of storing it, so
+  training needs memory linear in ``L`` as well.
 - :class:`KVCache` keeps the keys and values of the positions decoded so far, so that each
   new token of a causal decoder attends to them without recomputing anything;
   :func:`decode_step` is one step of that loop.
