@@ -22,6 +22,7 @@ from exercise_solutions.causal_masks import my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
 from exercise_solutions.multi_head_attention import my_merge_heads, my_split_heads
+from exercise_solutions.positions import my_alibi_slopes, my_sinusoidal, rope_interleaved
 from exercise_solutions.pytorch_implementation import MySimpleAttention
 from exercise_solutions.scaling import my_softmax
 from exercise_solutions.static_embeddings import nearest_by_cosine
@@ -30,13 +31,16 @@ from torch import nn
 
 from attnbook.checks import (
     ExerciseCheckError,
+    check_alibi_slopes,
     check_batched_raw_attention,
     check_masked_softmax,
     check_nearest_by_cosine,
     check_online_normalizer,
     check_repeat_pattern,
+    check_rope_interleaved,
     check_row_entropy,
     check_simple_attention,
+    check_sinusoidal,
     check_split_merge_heads,
     check_stable_softmax,
     harness,
@@ -60,6 +64,70 @@ def online_normalizer_in_float64_tensors(stream):
         row_sum = row_sum * torch.exp(m - m_new) + torch.exp(z - m_new)
         m = m_new
     return m, row_sum
+
+
+def sinusoidal_as_in_the_annotated_transformer(L, E):
+    """float32 throughout, the frequencies through exp and log, and the columns filled."""
+    pe = torch.zeros(L, E)
+    position = torch.arange(0, L).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, E, 2) * -(math.log(10000.0) / E))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def sinusoidal_with_loops(L, E):
+    """One number at a time with math, returned in float64."""
+    return torch.tensor([[math.sin(pos / 10000 ** (j / E)) if j % 2 == 0
+                          else math.cos(pos / 10000 ** ((j - 1) / E)) for j in range(E)]
+                         for pos in range(L)], dtype=torch.float64)
+
+
+def rope_with_complex_numbers(x, positions, base=10000.0):
+    """Meta's LLaMA way: each pair a complex number, multiplied by e^(i·angle)."""
+    D = x.shape[-1]
+    real = torch.float64 if x.dtype == torch.float64 else torch.float32
+    theta = 1.0 / base ** (torch.arange(0, D, 2, dtype=real) / D)  # (D/2,)
+    angle = positions.to(real)[..., None] * theta  # (..., L, D/2)
+    pairs = torch.view_as_complex(x.to(real).unflatten(-1, (D // 2, 2)).contiguous())
+    turned = pairs * torch.polar(torch.ones_like(angle), angle)  # (..., L, D/2), complex
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (..., L, D)
+
+
+def rope_as_in_gpt_j(x, positions, base=10000.0):
+    """GPT-J's rotate_every_two, with every angle repeated for both features of its pair."""
+    D = x.shape[-1]
+    theta = 1.0 / base ** (torch.arange(0, D, 2, dtype=x.dtype) / D)  # (D/2,)
+    angle = torch.einsum("...l,f->...lf", positions.to(x.dtype), theta)  # (..., L, D/2)
+    sin, cos = angle.sin().repeat_interleave(2, -1), angle.cos().repeat_interleave(2, -1)
+    every_two = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)  # (..., L, D)
+    return x * cos + every_two * sin
+
+
+def alibi_slopes_as_in_the_paper(num_heads):
+    """The paper's get_slopes, verbatim (it returns a list), wrapped in a tensor."""
+
+    def get_slopes(n):
+        def get_slopes_power_of_2(n):
+            start = 2 ** (-2 ** -(math.log2(n) - 3))
+            ratio = start
+            return [start * ratio ** i for i in range(n)]
+
+        if math.log2(n).is_integer():
+            return get_slopes_power_of_2(n)
+        closest_power_of_2 = 2 ** math.floor(math.log2(n))
+        return (get_slopes_power_of_2(closest_power_of_2)
+                + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2])
+
+    return torch.tensor(get_slopes(num_heads))
+
+
+def alibi_slopes_vectorised(num_heads):
+    """All exponents at once, in float64: h/p for the p heads, then the odd h/(2p)."""
+    p = 1 << (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
+    exponents = torch.cat([torch.arange(1, p + 1, dtype=torch.float64) / p,
+                           (2 * torch.arange(num_heads - p, dtype=torch.float64) + 1) / (2 * p)])
+    return 2.0 ** (-8.0 * exponents)  # (num_heads,)
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -349,12 +417,195 @@ def online_logsumexp_only(stream):
     return m + math.log(row_sum)
 
 
+def _sinusoidal_from(position, frequency, *, split=False, cos_first=False):
+    """(L, E) from positions (L,) and frequencies (E/2,): a way to get the encoding wrong."""
+    angle = position[:, None] * frequency  # (L, E/2)
+    first, second = (angle.cos(), angle.sin()) if cos_first else (angle.sin(), angle.cos())
+    if split:
+        return torch.cat([first, second], dim=-1)  # (L, E)
+    return torch.stack([first, second], dim=-1).flatten(-2)  # (L, E)
+
+
+def sinusoidal_half_split(L, E):
+    return _sinusoidal_from(torch.arange(L), 10000 ** (-torch.arange(0, E, 2) / E), split=True)
+
+
+def sinusoidal_cos_first(L, E):
+    return _sinusoidal_from(torch.arange(L), 10000 ** (-torch.arange(0, E, 2) / E),
+                            cos_first=True)
+
+
+def sinusoidal_exponent_i_over_E(L, E):
+    return _sinusoidal_from(torch.arange(L), 10000 ** (-torch.arange(E // 2) / E))
+
+
+def sinusoidal_exponent_of_the_column(L, E):
+    pe = torch.zeros(L, E)
+    for pos in range(L):
+        for j in range(E):
+            angle = pos / 10000 ** (j / E)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def sinusoidal_from_position_1(L, E):
+    return _sinusoidal_from(torch.arange(1, L + 1), 10000 ** (-torch.arange(0, E, 2) / E))
+
+
+def sinusoidal_transposed(L, E):
+    return my_sinusoidal(L, E).T
+
+
+def sinusoidal_with_a_batch_dimension(L, E):
+    return my_sinusoidal(L, E).unsqueeze(0)
+
+
+def sinusoidal_as_integers(L, E):
+    return my_sinusoidal(L, E).long()
+
+
+def _rope_with(x, angle, *, pairs="interleaved", out="interleaved", sign=1.0):
+    """x (..., L, D) turned by angle (..., L, D/2): a way to get RoPE wrong."""
+    D = x.shape[-1]
+    if pairs == "interleaved":
+        first, second = x[..., 0::2], x[..., 1::2]
+    else:
+        first, second = x[..., : D // 2], x[..., D // 2:]
+    cos, sin = angle.cos(), sign * angle.sin()
+    turned = (first * cos - second * sin, first * sin + second * cos)
+    if out == "interleaved":
+        return torch.stack(turned, dim=-1).flatten(-2)
+    return torch.cat(turned, dim=-1)
+
+
+def _angles(x, positions, base=10000.0, exponent=2):
+    D = x.shape[-1]
+    theta = base ** (-exponent * torch.arange(D // 2) / D)  # (D/2,)
+    return positions[..., None] * theta  # (..., L, D/2)
+
+
+def rope_half_split(x, positions, base=10000.0):
+    return _rope_with(x, _angles(x, positions, base), pairs="half-split", out="half-split")
+
+
+def rope_half_split_out(x, positions, base=10000.0):
+    return _rope_with(x, _angles(x, positions, base), out="half-split")
+
+
+def rope_backwards(x, positions, base=10000.0):
+    return _rope_with(x, _angles(x, positions, base), sign=-1.0)
+
+
+def rope_arange(x, positions, base=10000.0):
+    return rope_interleaved(x, torch.arange(x.shape[-2]), base)
+
+
+def rope_from_position_1(x, positions, base=10000.0):
+    return rope_interleaved(x, positions + 1, base)
+
+
+def rope_frequencies_i_over_D(x, positions, base=10000.0):
+    return _rope_with(x, _angles(x, positions, base, exponent=1))
+
+
+def rope_in_place(x, positions, base=10000.0):
+    first, second = x[..., 0::2], x[..., 1::2]  # views of x
+    angle = _angles(x, positions, base)
+    first_before = first.clone()
+    first.mul_(angle.cos()).sub_(second * angle.sin())
+    second.mul_(angle.cos()).add_(first_before * angle.sin())
+    return x
+
+
+def rope_not_a_rotation(x, positions, base=10000.0):
+    angle = _angles(x, positions, base)
+    first, second = x[..., 0::2], x[..., 1::2]
+    turned = (first * angle.cos() + second * angle.sin(), first * angle.sin() + second *
+              angle.cos())
+    return torch.stack(turned, dim=-1).flatten(-2)
+
+
+def rope_float32_angles(x, positions, base=10000.0):
+    return _rope_with(x, _angles(x, positions, base))  # float32 theta, even for float64 x
+
+
+def rope_in_float32(x, positions, base=10000.0):
+    return rope_interleaved(x.float(), positions, base)
+
+
+def rope_one_dimensional_positions(x, positions, base=10000.0):
+    D = x.shape[-1]
+    angle = positions[:, None] * base ** (-torch.arange(0, D, 2) / D)  # needs positions (L,)
+    return _rope_with(x, angle)
+
+
+def rope_ignoring_base(x, positions, base=10000.0):
+    return rope_interleaved(x, positions)
+
+
+def rope_complex_without_pairs(x, positions, base=10000.0):
+    D = x.shape[-1]
+    angle = _angles(x, positions, base)  # (..., L, D/2)
+    pairs = torch.view_as_complex(x)  # needs (..., L, D/2, 2)
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angle), angle)).reshape(
+        *x.shape[:-1], D)
+
+
+def _slopes(n, first=1):
+    return [2.0 ** (-8.0 * h / n) for h in range(first, first + n)]
+
+
+def alibi_naive(num_heads):
+    return torch.tensor(_slopes(num_heads))
+
+
+def alibi_heads_from_0(num_heads):
+    closest = 2 ** math.floor(math.log2(num_heads))
+    extra = _slopes(2 * closest, first=0)[0::2][: num_heads - closest]
+    return torch.tensor(_slopes(closest, first=0) + extra)
+
+
+def alibi_negative(num_heads):
+    return -my_alibi_slopes(num_heads)
+
+
+def alibi_ascending(num_heads):
+    return my_alibi_slopes(num_heads).flip(0)
+
+
+def alibi_sorted(num_heads):
+    return my_alibi_slopes(num_heads).sort(descending=True).values
+
+
+def alibi_extras_first(num_heads):
+    closest = 2 ** math.floor(math.log2(num_heads))
+    return torch.tensor(_slopes(2 * closest)[0::2][: num_heads - closest] + _slopes(closest))
+
+
+def alibi_as_a_list(num_heads):
+    return my_alibi_slopes(num_heads).tolist()
+
+
+def alibi_for_broadcasting(num_heads):
+    return my_alibi_slopes(num_heads)[:, None, None]
+
+
+def alibi_endless_recursion(num_heads):
+    return alibi_endless_recursion(num_heads)
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
     (check_online_normalizer, (online_normalizer_in_float64_tensors,)),
+    (check_sinusoidal, (sinusoidal_as_in_the_annotated_transformer,)),
+    (check_sinusoidal, (sinusoidal_with_loops,)),
+    (check_rope_interleaved, (rope_with_complex_numbers,)),
+    (check_rope_interleaved, (rope_as_in_gpt_j,)),
+    (check_alibi_slopes, (alibi_slopes_as_in_the_paper,)),
+    (check_alibi_slopes, (alibi_slopes_vectorised,)),
 ]
 
 
@@ -366,25 +617,29 @@ def test_right_answers_pass_with_one_line(checker, args, capsys):
     assert re.fullmatch(rf"✓ {checker.__name__}: all \d+ checks passed\.\n", printed), printed
 
 
-#: solution file -> (its chapter, the exercise's label, its checker, what the solution defines)
+#: exercise label -> (its solution file, its chapter, its checker, what the solution defines).
+#: A chapter with several checked exercises keeps their solutions in one file.
 SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
-    "static_embeddings": ("static-embeddings", "static-embeddings-ex3",
-                          check_nearest_by_cosine, ("nearest_by_cosine",)),
-    "dot_product_similarity": ("dot-product-similarity", "dot-product-similarity-ex3",
-                               check_batched_raw_attention, ("batched_raw_attention",)),
-    "scaling": ("scaling", "scaling-ex3", check_stable_softmax, ("my_softmax",)),
-    "attention_maps": ("attention-maps", "attention-maps-ex3", check_row_entropy,
-                       ("row_entropy",)),
-    "pytorch_implementation": ("pytorch-implementation", "pytorch-implementation-ex1",
-                               check_simple_attention, ("MySimpleAttention",)),
-    "causal_masks": ("causal-masks", "causal-masks-ex3", check_masked_softmax,
-                     ("my_masked_softmax",)),
-    "multi_head_attention": ("multi-head-attention", "multi-head-attention-ex3",
-                             check_split_merge_heads, ("my_split_heads", "my_merge_heads")),
-    "training_attention": ("training-attention", "training-attention-ex3",
-                           check_repeat_pattern, ("repeat_pattern",)),
-    "efficient_attention": ("efficient-attention", "efficient-attention-ex3",
-                            check_online_normalizer, ("online_normalizer",)),
+    "static-embeddings-ex3": ("static_embeddings", "static-embeddings",
+                              check_nearest_by_cosine, ("nearest_by_cosine",)),
+    "dot-product-similarity-ex3": ("dot_product_similarity", "dot-product-similarity",
+                                   check_batched_raw_attention, ("batched_raw_attention",)),
+    "scaling-ex3": ("scaling", "scaling", check_stable_softmax, ("my_softmax",)),
+    "attention-maps-ex3": ("attention_maps", "attention-maps", check_row_entropy,
+                           ("row_entropy",)),
+    "pytorch-implementation-ex1": ("pytorch_implementation", "pytorch-implementation",
+                                   check_simple_attention, ("MySimpleAttention",)),
+    "causal-masks-ex3": ("causal_masks", "causal-masks", check_masked_softmax,
+                         ("my_masked_softmax",)),
+    "multi-head-attention-ex3": ("multi_head_attention", "multi-head-attention",
+                                 check_split_merge_heads, ("my_split_heads", "my_merge_heads")),
+    "training-attention-ex3": ("training_attention", "training-attention",
+                               check_repeat_pattern, ("repeat_pattern",)),
+    "efficient-attention-ex3": ("efficient_attention", "efficient-attention",
+                                check_online_normalizer, ("online_normalizer",)),
+    "positions-ex1": ("positions", "positions", check_sinusoidal, ("my_sinusoidal",)),
+    "positions-ex2": ("positions", "positions", check_rope_interleaved, ("rope_interleaved",)),
+    "positions-ex3": ("positions", "positions", check_alibi_slopes, ("my_alibi_slopes",)),
 }
 
 
@@ -409,10 +664,10 @@ def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[s
     return {name: namespace[name] for name in names}
 
 
-@pytest.mark.parametrize("name", SOLVED)
-def test_solution_files_and_chapters_agree(name, capsys):
+@pytest.mark.parametrize("label", SOLVED)
+def test_solution_files_and_chapters_agree(label, capsys):
     """The chapter's solution cell and tests/exercise_solutions/<name>.py pass one checker."""
-    chapter, label, checker, names = SOLVED[name]
+    name, chapter, checker, names = SOLVED[label]
     from_file = vars(importlib.import_module(f"exercise_solutions.{name}"))
     for solution in (from_file, chapter_solution(chapter, label, names)):
         checker(*(solution[defined] for defined in names))
@@ -431,7 +686,10 @@ def test_solution_files_are_written_from_scratch(name):
     imported += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not [module for module in imported if module.split(".")[0] == "attnbook"]
     module = importlib.import_module(f"exercise_solutions.{name}")
-    for defined in SOLVED[name][3]:
+    defines = [defined for file, _, _, names in SOLVED.values() if file == name
+               for defined in names]
+    assert defines, f"tests/exercise_solutions/{name}.py solves no exercise of SOLVED"
+    for defined in defines:
         solution = getattr(module, defined)
         assert solution.__module__ == module.__name__
         assert not [base for base in getattr(solution, "__mro__", ())
@@ -559,6 +817,87 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
     ("online normaliser returning the log-sum-exp", check_online_normalizer,
      (online_logsumexp_only,),
      ["returned a float, expected the pair (m, row_sum)", "`return m, row_sum`"]),
+    ("sinusoidal in the half-split layout", check_sinusoidal, (sinusoidal_half_split,),
+     ["check 1 (4 positions, 6 features)", "wrong values in the encoding "
+      "sinusoidal_half_split(4, 6)", "expected[3, 0:6] = [0.1411, -0.99, 0.1388, 0.9903, "
+      "0.006463, 1]", "got[3, 0:6]      = [0.1411, 0.1388, 0.006463, -0.99, 0.9903, 1]",
+      "All sines, then all cosines, is the half-split layout"]),
+    ("sinusoidal with sin and cos swapped", check_sinusoidal, (sinusoidal_cos_first,),
+     ["wrong values in the encoding", "sine and cosine are swapped"]),
+    ("sinusoidal with the exponent i/E", check_sinusoidal, (sinusoidal_exponent_i_over_E,),
+     ["wrong values in the encoding", "the exponent is 2i/E", "not i/E"]),
+    ("sinusoidal with the exponent of the column", check_sinusoidal,
+     (sinusoidal_exponent_of_the_column,), ["share one frequency", "not (2i+1)/E"]),
+    ("sinusoidal from position 1", check_sinusoidal, (sinusoidal_from_position_1,),
+     ["row 0 is [0, 1, 0, 1, ...]", "positions start at 0", "torch.arange(1, L + 1)"]),
+    ("sinusoidal transposed", check_sinusoidal, (sinusoidal_transposed,),
+     ["wrong shape of the encoding sinusoidal_transposed(4, 6): got (6, 4), expected (4, 6)",
+      "the shape is (L, E)"]),
+    ("sinusoidal with a batch dimension", check_sinusoidal,
+     (sinusoidal_with_a_batch_dimension,), ["got (1, 4, 6), expected (4, 6)",
+                                            "without a batch dimension"]),
+    ("sinusoidal as integers", check_sinusoidal, (sinusoidal_as_integers,),
+     ["has dtype torch.int64, expected a floating dtype", "float tensors"]),
+    ("RoPE in the half-split layout", check_rope_interleaved, (rope_half_split,),
+     ["check 1 (x (5, 8), float32, positions 0 .. 4)", "wrong values in the rotated x",
+      "positions [0, 1, 2, 3, 4]", "half-split layout", "`x[..., 0::2]` and `x[..., 1::2]`"]),
+    ("RoPE returning the half-split order", check_rope_interleaved, (rope_half_split_out,),
+     ["wrong values in the rotated x", "go back half-split", "torch.cat"]),
+    ("RoPE rotating the wrong way", check_rope_interleaved, (rope_backwards,),
+     ["wrong values in the rotated x", "you rotate the wrong way"]),
+    ("RoPE ignoring the positions", check_rope_interleaved, (rope_arange,),
+     ["check 3 (new tokens after a cache of 100", "positions [100, 101, 102, 103, 104, 105]",
+      "use the positions you are given, not `torch.arange(L)`"]),
+    ("RoPE off by one", check_rope_interleaved, (rope_from_position_1,),
+     ["check 1", "your positions are one too far", "position 0 is not turned at all"]),
+    ("RoPE with the frequencies base^(-i/D)", check_rope_interleaved,
+     (rope_frequencies_i_over_D,), ["the frequency of pair i is base^(-2i/D)",
+                                    "not base^(-i/D)"]),
+    ("RoPE in place", check_rope_interleaved, (rope_in_place,),
+     ["rope_in_place(x, positions) changed its argument `x` in place", "x[1] before: [",
+      "x[1] after:  [", "`x[..., 0::2]` is a view of x"]),
+    ("RoPE that is not a rotation", check_rope_interleaved, (rope_not_a_rotation,),
+     ["wrong values in the rotated x", "a rotation keeps the length of every pair",
+      "one minus sign"]),
+    ("RoPE with float32 angles for float64 x", check_rope_interleaved, (rope_float32_angles,),
+     ["check 8 (float64 x", "got:      shape (2, 5, 16), dtype torch.float64",
+      "(allowed: 1e-10 + 1e-08·|expected|)", "right to about float32 precision",
+      "torch.arange(0, D, 2, dtype=x.dtype)"]),
+    ("RoPE returning float32 for float64 x", check_rope_interleaved, (rope_in_float32,),
+     ["check 8", "wrong dtype of the rotated x: got torch.float32, expected torch.float64",
+      "float16 in, float16 out"]),
+    ("RoPE for one-dimensional positions only", check_rope_interleaved,
+     (rope_one_dimensional_positions,),
+     ["check 5 (one row of positions per sequence", "raised RuntimeError",
+      "`positions[..., None] * theta`"]),
+    ("RoPE ignoring the base", check_rope_interleaved, (rope_ignoring_base,),
+     ["check 6 (another base, base=500.0", "use the `base` you are given"]),
+    ("RoPE with complex numbers but no pairs", check_rope_interleaved,
+     (rope_complex_without_pairs,),
+     ["raised RuntimeError: Tensor must have a last dimension of size 2",
+      "`x.unflatten(-1, (-1, 2))`"]),
+    ("ALiBi with 2^(-8h/n) for every n", check_alibi_slopes, (alibi_naive,),
+     ["check 5 (12 heads, not a power of two)", "wrong values in the slopes alibi_naive(12)",
+      "expected[5:11] = [0.01562, 0.007812, 0.003906, 0.7071, 0.3536, 0.1768]",
+      "n = 12 is not a power of two: the 8 slopes of 8 heads, then slopes(16)[0::2][:4]",
+      "the paper does not use 2^(-8h/n)"]),
+    ("ALiBi with heads counted from 0", check_alibi_slopes, (alibi_heads_from_0,),
+     ["check 1 (8 heads", "got[0:6]      = [1, 0.5, 0.25,", "heads count from 1"]),
+    ("ALiBi with negative slopes", check_alibi_slopes, (alibi_negative,),
+     ["the slopes are positive", "the minus sign belongs in the bias"]),
+    ("ALiBi smallest slope first", check_alibi_slopes, (alibi_ascending,),
+     ["check 1", "the order is wrong", "largest first"]),
+    ("ALiBi slopes sorted", check_alibi_slopes, (alibi_sorted,),
+     ["check 5 (12 heads", "do not sort"]),
+    ("ALiBi extra slopes first", check_alibi_slopes, (alibi_extras_first,),
+     ["check 5 (12 heads", "the extra slopes come after"]),
+    ("ALiBi slopes as a list", check_alibi_slopes, (alibi_as_a_list,),
+     ["are a list of 8 numbers, expected a torch.Tensor of shape (8,)",
+      "`torch.tensor(slopes)`"]),
+    ("ALiBi slopes shaped for broadcasting", check_alibi_slopes, (alibi_for_broadcasting,),
+     ["got (8, 1, 1), expected (8,)", "one slope per head"]),
+    ("ALiBi slopes recursing forever", check_alibi_slopes, (alibi_endless_recursion,),
+     ["raised RecursionError", "the recursion never ends"]),
 ]
 
 
@@ -593,7 +932,8 @@ def test_mismatch_message_shows_shapes_values_and_difference():
 READER_CALLS = [
     (check_nearest_by_cosine, 1), (check_batched_raw_attention, 1),
     (check_stable_softmax, 1), (check_row_entropy, 1), (check_masked_softmax, 2),
-    (check_repeat_pattern, 2), (check_online_normalizer, 1),
+    (check_repeat_pattern, 2), (check_online_normalizer, 1), (check_sinusoidal, 2),
+    (check_rope_interleaved, 2), (check_alibi_slopes, 1),
 ]
 
 
@@ -725,6 +1065,9 @@ def test_the_reader_gets_fresh_copies():
     (check_masked_softmax, "masked_softmax_fn"),
     (check_repeat_pattern, "pattern_fn"),
     (check_online_normalizer, "normalizer_fn"),
+    (check_sinusoidal, "sinusoidal_fn"),
+    (check_rope_interleaved, "rope_fn"),
+    (check_alibi_slopes, "slopes_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
@@ -801,3 +1144,45 @@ def test_the_new_checkers_leave_the_global_random_state_alone():
     check_repeat_pattern(repeat_pattern)
     check_online_normalizer(online_normalizer)
     assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def test_the_positions_checkers_pass_the_solutions_and_leave_the_random_state_alone(capsys):
+    rng = torch.random.get_rng_state()
+    check_sinusoidal(my_sinusoidal)
+    check_rope_interleaved(rope_interleaved)
+    check_alibi_slopes(my_alibi_slopes)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    assert capsys.readouterr().out == ("✓ check_sinusoidal: all 6 checks passed.\n"
+                                       "✓ check_rope_interleaved: all 9 checks passed.\n"
+                                       "✓ check_alibi_slopes: all 8 checks passed.\n")
+
+
+def test_the_rope_checker_compares_the_layouts_after_reordering():
+    """Its last check runs the reader's function on features reordered with
+    interleaved_order, and compares the scores with the half-split ones."""
+    from attnbook.positions import interleaved_order
+
+    seen = []
+
+    def spy(x, positions, base=10000.0):
+        seen.append(x.clone())
+        return rope_interleaved(x, positions, base)
+
+    check_rope_interleaved(spy)
+    q_reordered = seen[-2]  # (6, 16): q[..., order], then k[..., order]
+    order = interleaved_order(16)
+    assert q_reordered.shape == (6, 16)
+    assert torch.equal(q_reordered[..., order.argsort()], harness.randn(6, 16, seed=99))
+
+
+def test_the_rope_checker_hands_out_integer_positions_and_float_x():
+    calls = []
+
+    def spy(x, positions, *base):
+        calls.append((x.dtype, positions.dtype, base))
+        return rope_interleaved(x, positions, *base)
+
+    check_rope_interleaved(spy)
+    assert {dtype for dtype, _, _ in calls} == {torch.float32, torch.float64}
+    assert {dtype for _, dtype, _ in calls} == {torch.int64}
+    assert ((500.0,) in {base for _, _, base in calls}) and (() in {b for _, _, b in calls})

@@ -55,9 +55,11 @@ CASES = {
     "multi_head_split_one_head": lambda: diagrams.multi_head_split(3, 6, 1),
     "transformer_block": lambda: diagrams.transformer_block(),
     "cross_attention": lambda: diagrams.cross_attention(),
+    "rope_rotation": lambda: diagrams.rope_rotation(),
+    "rope_rotation_far": lambda: diagrams.rope_rotation(4, 0, 4, 0.6),
 }
 N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
-          "transformer_block": 1, "cross_attention": 1}
+          "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -236,3 +238,30 @@ def test_import_attnbook_does_not_load_the_diagrams_or_torch():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], True]
+
+
+@pytest.mark.parametrize(("m", "n", "shift", "theta"), [(2, 1, 2, 0.5), (0, 3, 4, 0.3),
+                                                       (4, 4, 1, 0.05)])
+def test_rope_rotation_prints_one_score_for_both_panels(m, n, shift, theta):
+    """The printed score is the package's, and shifting both positions leaves it alone."""
+    from attnbook.positions import rope
+
+    fig = diagrams.rope_rotation(m, n, shift, theta)
+    titles = {ax.title.get_gid(): ax.title.get_text() for ax in fig.axes}
+    scores = [float(titles[f"rope-score-{m + s}-{n + s}"].rsplit("= ", 1)[1])
+              for s in (0, shift)]
+    q = torch.tensor([[0.0, 1.0, 0.0, 0.15]], dtype=torch.float64)
+    k = torch.tensor([[0.0, 0.75, 0.0, -0.25]], dtype=torch.float64)
+    expected = float(rope(q, torch.tensor([m]), theta ** -2)
+                     @ rope(k, torch.tensor([n]), theta ** -2).T)
+    assert abs(scores[0] - expected) <= PRINTED
+    shifted = float(rope(q, torch.tensor([m + shift]), theta ** -2)
+                    @ rope(k, torch.tensor([n + shift]), theta ** -2).T)
+    assert abs(scores[1] - shifted) <= PRINTED
+
+
+def test_rope_rotation_bad_arguments():
+    with pytest.raises(ValueError, match="m must be between 0 and 4"):
+        diagrams.rope_rotation(m=5)
+    with pytest.raises(ValueError, match="theta must be between"):
+        diagrams.rope_rotation(theta=1.0)

@@ -3,8 +3,8 @@
 Each exercise folder is run the way a reader runs it, ``python -m pytest exercises/<name>``,
 in a subprocess. The reference solutions live in ``tests/exercise_solutions/<name>.py``; to
 check one, the folder is copied to a temporary directory and the copy's ``solution.py`` is
-replaced, so nothing ever writes to a file in ``exercises/``. The eighteen runs go through a
-small process pool, a couple at a time.
+replaced, so nothing ever writes to a file in ``exercises/``. The two runs of every folder go
+through a small process pool, a couple at a time.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     }),
     "efficient_attention": ("efficient-attention", "efficient-attention-ex3", {
         "online_normalizer": lambda m: m.online_normalizer(iter([0.5, 2.0, -1.0])),
+    }),
+    "positions": ("positions", "positions-ex2", {
+        "rope_interleaved": lambda m: m.rope_interleaved(torch.randn(2, 3, 4), torch.arange(3)),
     }),
 }
 

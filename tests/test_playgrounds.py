@@ -1,10 +1,11 @@
-"""``attnbook.playgrounds``: three self-contained HTML playgrounds, statically and in Chromium.
+"""``attnbook.playgrounds``: four self-contained HTML playgrounds, statically and in Chromium.
 
 The Chromium tests drive each playground as a reader would (pointer drags, the keyboard, the
 controls), then read the numbers the page computed back from its ``data-`` attributes and
 compare them with the package on the same inputs: ``attnbook.attention.attention`` for the
 dot products, ``masked_softmax`` and a plain-torch ``-1e9`` fill for the masks, ``view`` +
-``transpose``, the buggy ``reshape`` and ``MultiHeadAttention.split_heads`` for the heads.
+``transpose``, the buggy ``reshape`` and ``MultiHeadAttention.split_heads`` for the heads,
+``attnbook.positions.rope`` for the rotary positions.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ from attnbook.playgrounds import (
     DotProductPlayground,
     MaskPlayground,
     MultiheadSplitPlayground,
+    RopePlayground,
     dot_product_playground,
     mask_playground,
     multihead_split_playground,
+    rope_playground,
 )
+from attnbook.positions import rope, rope_frequencies
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "_build" / "screenshots" / "playgrounds"
@@ -76,6 +80,7 @@ ALL = {
     "dot": dot_product_playground,
     "mask": mask_playground,
     "split": multihead_split_playground,
+    "rope": rope_playground,
 }
 
 
@@ -115,6 +120,10 @@ LARGEST = {
                                     tokens=[f"token-{i:02d}" for i in range(10)], title="L"),
     "split": lambda: multihead_split_playground(8, 16, 4, tokens=[f"t{i}" * 5 for i in range(8)],
                                                 title="Largest"),
+    "rope": lambda: rope_playground(torch.randn(128, dtype=torch.float64),
+                                    torch.randn(128, dtype=torch.float64), base=500000.0,
+                                    position_q=4000, position_k=4096, pair=63,
+                                    max_position=4096, layout="interleaved", title="Largest"),
 }
 
 
@@ -132,6 +141,7 @@ def test_labels_are_escaped_in_the_source():
                                query_label="<!--")._repr_html_(),
         mask_playground(4, tokens=["a", MALICIOUS, CLOSER, "x & y"])._repr_html_(),
         multihead_split_playground(tokens=["a", MALICIOUS, CLOSER, "x & y"])._repr_html_(),
+        rope_playground(title=MALICIOUS + CLOSER + "<!--")._repr_html_(),
     ]
     for fragment in fragments:
         assert "<img" not in fragment and "alert(1)>" not in fragment
@@ -147,7 +157,7 @@ def test_assets_are_declared_package_data():
     assets = sorted(p.name for p in (files("attnbook") / "playground_assets").iterdir()
                     if p.name.endswith((".js", ".css")))
     assert assets == ["common.css", "common.js", "dot.css", "dot.js", "mask.css", "mask.js",
-                      "split.css", "split.js"]
+                      "rope.css", "rope.js", "split.css", "split.js"]
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["attnbook"]
     for name in assets:
@@ -176,6 +186,77 @@ def test_static_fallbacks_hold_the_package_numbers():
     cells = re.findall(r'<td class="pg-num">([0-9.]+)</td>', mask.to_html())
     assert cells == [f"{float(v):.2f}" for v in expected.flatten()]
     assert "tokens 0, 1" in multihead_split_playground().to_html()
+
+
+def rope_expected(q: torch.Tensor, k: torch.Tensor, m: int, n: int, *, base: float = 1e4,
+                  layout: str = "half-split") -> dict:
+    """What the rotary playground must show at positions (m, n), by the package's rope.
+
+    The pairs are written out here from their definition (half-split: ``(j, j + D/2)``,
+    interleaved: ``(2j, 2j + 1)``), not taken from the playground.
+    """
+    q_rot = rope(q[None], torch.tensor([m]), base, layout=layout)[0]  # (D,)
+    k_rot = rope(k[None], torch.tensor([n]), base, layout=layout)[0]  # (D,)
+    half = q.shape[0] // 2
+    pairs = (torch.stack([torch.arange(half), torch.arange(half) + half], -1)
+             if layout == "half-split" else torch.arange(2 * half).view(half, 2))  # (D/2, 2)
+    return {"q_rot": q_rot, "k_rot": k_rot, "score": float(q_rot @ k_rot), "pairs": pairs,
+            "shares": (q_rot * k_rot)[pairs].sum(-1),  # (D/2,)
+            "theta": rope_frequencies(2 * half, base, dtype=torch.float64)}
+
+
+def test_rope_fallback_and_still_hold_the_package_numbers():
+    import matplotlib.text
+    from matplotlib.figure import Figure
+
+    playground = rope_playground()
+    q, k = torch.from_numpy(playground.query), torch.from_numpy(playground.key)
+    assert (playground.position_q, playground.position_k, playground.pair) == (5, 2, 0)
+    fragment = playground.to_html()
+    fallback = re.search(r'<div class="pg-nojs">(.*?)</div>', fragment, re.S).group(1)
+    rows = re.findall(r"<tr>((?:<td[^>]*>[^<]*</td>)+)</tr>", fallback)
+    cells = [re.findall(r">([^<]*)</td>", row) for row in rows]
+    for (m, n), shown in zip([(5, 2), (6, 3), (15, 12)], cells, strict=True):
+        expected = rope_expected(q, k, m, n)
+        assert shown[:3] == [str(m), str(n), "3"]
+        assert float(shown[3]) == pytest.approx(expected["score"], abs=5e-5)
+        assert float(shown[4]) == pytest.approx(float(expected["shares"][0]), abs=5e-5)
+    assert len({row[3] for row in cells}) == 1  # the same score at every shift, as printed
+    assert "pair 0 (features 0 and 4) turns by \u03b8 = 1 rad per position" in fallback
+
+    # The print edition's still: the package's score and share, and the window of scores is
+    # rope's, constant along each diagonal.
+    expected = rope_expected(q, k, 5, 2)
+    figure = Figure(figsize=(8.0, 3.6))
+    playground._draw(figure)
+    texts = " ".join(t.get_text() for t in figure.findobj(matplotlib.text.Text))
+    assert f"score {expected['score']:.4f}, pair 0's share {float(expected['shares'][0]):.4f}" \
+        in texts
+    assert "offset m \u2212 n = 3" in texts
+    start, scores = playground._score_window()
+    assert start == 0 and scores.shape == (21, 21)
+    for m, n in ((5, 2), (0, 20), (20, 0)):
+        assert scores[m, n] == pytest.approx(rope_expected(q, k, m, n)["score"], abs=1e-12)
+    for offset in range(-20, 21):
+        diagonal = np.diagonal(scores, offset=-offset)  # entries with m - n == offset
+        assert np.ptp(diagonal) < 1e-12
+    assert playground.score() == pytest.approx(expected["score"], abs=1e-12)
+    torch.testing.assert_close(torch.from_numpy(playground.shares(7, 4)),
+                               rope_expected(q, k, 7, 4)["shares"], atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("layout", ["half-split", "interleaved"])
+def test_rope_pairs_follow_the_layout(layout):
+    q, k = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    playground = rope_playground(q, k, base=100.0, layout=layout)
+    expected = rope_expected(q, k, 5, 2, base=100.0, layout=layout)
+    assert torch.equal(playground.pair_features(), expected["pairs"])  # exact: indices
+    assert script_data(playground.to_html())["pairs"] == expected["pairs"].tolist()
+    q_rot, k_rot = playground.rotated()
+    torch.testing.assert_close(torch.from_numpy(q_rot), expected["q_rot"], atol=1e-12, rtol=0)
+    torch.testing.assert_close(torch.from_numpy(k_rot), expected["k_rot"], atol=1e-12, rtol=0)
+    assert script_data(playground.to_html())["theta"] == pytest.approx(
+        expected["theta"].tolist(), rel=1e-15)
 
 
 def test_presets_are_the_package_masks():
@@ -268,12 +349,51 @@ BAD_INPUTS = [
                  ValueError, ["tokens must hold 1 to 8 labels", "got 9"], id="split-tokens"),
     pytest.param(lambda: multihead_split_playground(tokens="abcd"), TypeError,
                  ["tokens must be a sequence of strings, not one str"], id="split-tokens-str"),
+    pytest.param(lambda: rope_playground(query="abcd"), TypeError,
+                 ["query must be a vector of even width D", "got str"], id="rope-query-str"),
+    pytest.param(lambda: rope_playground(query=torch.ones(7), key=torch.ones(7)), ValueError,
+                 ["query must be one vector of even width D", "(7,)"], id="rope-odd"),
+    pytest.param(lambda: rope_playground(query=torch.ones(2, 8)), ValueError,
+                 ["query must be one vector of even width D", "(2, 8)"], id="rope-2d"),
+    pytest.param(lambda: rope_playground(query=torch.ones(130), key=torch.ones(130)),
+                 ValueError, ["2 <= D <= 128", "(130,)"], id="rope-wide"),
+    pytest.param(lambda: rope_playground(key=torch.ones(6)), ValueError,
+                 ["key must have the shape of query, (8,)", "(6,)"], id="rope-key-shape"),
+    pytest.param(lambda: rope_playground(key=torch.ones(8, dtype=torch.bool)), TypeError,
+                 ["key must hold real numbers", "torch.bool"], id="rope-key-bool"),
+    pytest.param(lambda: rope_playground(key=[float("inf")] + [0.0] * 7), ValueError,
+                 ["key must be finite"], id="rope-key-inf"),
+    pytest.param(lambda: rope_playground(base="big"), TypeError,
+                 ["base must be a real number > 1", "got str"], id="rope-base-str"),
+    pytest.param(lambda: rope_playground(base=1.0), ValueError,
+                 ["base must be a finite number > 1", "1.0"], id="rope-base-1"),
+    pytest.param(lambda: rope_playground(base=float("inf")), ValueError,
+                 ["base must be a finite number > 1", "inf"], id="rope-base-inf"),
+    pytest.param(lambda: rope_playground(layout="adjacent"), ValueError,
+                 ["layout must be 'half-split' or 'interleaved'", "'adjacent'"],
+                 id="rope-layout"),
+    pytest.param(lambda: rope_playground(position_q=21), ValueError,
+                 ["position_q must be between 0 and 20, got 21"], id="rope-m-big"),
+    pytest.param(lambda: rope_playground(position_k=-1), ValueError,
+                 ["position_k must be between 0 and 20, got -1"], id="rope-n-negative"),
+    pytest.param(lambda: rope_playground(position_q=2.0), TypeError,
+                 ["position_q must be an int, got float"], id="rope-m-float"),
+    pytest.param(lambda: rope_playground(pair=4), ValueError,
+                 ["pair must be between 0 and 3, got 4"], id="rope-pair"),
+    pytest.param(lambda: rope_playground(pair=True), TypeError,
+                 ["pair must be an int, got bool"], id="rope-pair-bool"),
+    pytest.param(lambda: rope_playground(max_position=0), ValueError,
+                 ["max_position must be between 1 and 4096, got 0"], id="rope-max-0"),
+    pytest.param(lambda: rope_playground(max_position=3), ValueError,
+                 ["position_q must be between 0 and 3, got 5"], id="rope-max-below-m"),
+    pytest.param(lambda: rope_playground(title=["t"]), TypeError,
+                 ["title must be a string or None, got list"], id="rope-title"),
 ]
 
 
 @pytest.mark.parametrize(("make", "error", "fragments"), BAD_INPUTS)
 def test_bad_input_is_refused_before_any_html(monkeypatch, make, error, fragments):
-    for cls in (DotProductPlayground, MaskPlayground, MultiheadSplitPlayground):
+    for cls in (DotProductPlayground, MaskPlayground, MultiheadSplitPlayground, RopePlayground):
         monkeypatch.setattr(cls, "to_html", lambda self: pytest.fail("HTML for bad input"))
     assert_refused(make, error, fragments)
 
@@ -653,10 +773,223 @@ def test_split_with_other_widths(page):
     check_split(split_state(root), 5, 12, 6)
 
 
-# --------------------------------------------------- all three
+# --------------------------------------------------- 4. rotary positions
 
 
-def all_three(label: str = "") -> list[str]:
+def rope_state(root) -> dict:
+    return root.evaluate("""r => {
+      const d = r.dataset, text = c => r.querySelector(c).textContent;
+      return {m: Number(d.m), n: Number(d.n), i: Number(d.i), offset: Number(d.offset),
+              score: Number(d.score), share: Number(d.share), angleQ: Number(d.angleQ),
+              angleK: Number(d.angleK), between: Number(d.between),
+              qRot: d.qRot.split(' ').map(Number), kRot: d.kRot.split(' ').map(Number),
+              prev: d.prevScore === undefined ? null : Number(d.prevScore),
+              shares: Array.from(r.querySelectorAll('.pg-pairs tbody td[data-v]'),
+                                 e => Number(e.dataset.v)),
+              top: r.querySelector('.pg-pairs tr.pg-top th').textContent,
+              shown: [text('.pg-score'), text('.pg-share'), text('.pg-offset'),
+                      text('.pg-sum')],
+              outputs: [text('.pg-m-out'), text('.pg-n-out')],
+              say: text('.pg-say'), prevText: text('.pg-prev'),
+              prevHidden: r.querySelector('.pg-prev').hidden};
+    }""")
+
+
+def check_rope(state: dict, q: torch.Tensor, k: torch.Tensor, *, base: float = 1e4,
+               layout: str = "half-split") -> dict:
+    """The page's numbers are rope's on its positions; the angle between the drawn pairs is
+    the angle they had before rotation plus (m - n) theta_i."""
+    m, n, i = state["m"], state["n"], state["i"]
+    expected = rope_expected(q, k, m, n, base=base, layout=layout)
+    torch.testing.assert_close(torch.tensor(state["qRot"], dtype=torch.float64),
+                               expected["q_rot"], atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.tensor(state["kRot"], dtype=torch.float64),
+                               expected["k_rot"], atol=TOL, rtol=0)
+    assert state["score"] == pytest.approx(expected["score"], abs=TOL)
+    torch.testing.assert_close(torch.tensor(state["shares"], dtype=torch.float64),
+                               expected["shares"], atol=TOL, rtol=0)
+    assert state["share"] == pytest.approx(float(expected["shares"][i]), abs=TOL)
+    theta = float(expected["theta"][i])
+    assert state["angleQ"] == pytest.approx(m * theta, abs=TOL)
+    assert state["angleK"] == pytest.approx(n * theta, abs=TOL)
+    a, b = expected["pairs"][i].tolist()
+    start = np.arctan2(float(q[b]), float(q[a])) - np.arctan2(float(k[b]), float(k[a]))
+    between = start + (m - n) * theta
+    assert abs((state["between"] - between + np.pi) % (2 * np.pi) - np.pi) < TOL
+    assert state["offset"] == m - n
+    assert state["top"] == str(i)
+    assert state["outputs"] == [f"m = {m}", f"n = {n}"]
+    shown = [f"{x:.4f}".replace("-0.0000", "0.0000") for x in (state["score"], state["share"])]
+    assert state["shown"] == [shown[0], shown[1], str(m - n), shown[0]]
+    return expected
+
+
+@pytest.mark.browser
+def test_rope_sliders_and_keyboard_match_the_package(page):
+    playground = rope_playground()
+    q, k = torch.from_numpy(playground.query), torch.from_numpy(playground.key)
+    (root,) = show(page, playground.to_html())
+    state = rope_state(root)
+    assert (state["m"], state["n"], state["i"]) == (5, 2, 0)
+    assert state["prev"] is None and state["prevHidden"]
+    check_rope(state, q, k)
+
+    m_slider, n_slider = root.get_by_label("Query position m"), root.get_by_label("Key position n")
+    pair_slider = root.get_by_label("Frequency pair i")
+    assert [m_slider.get_attribute("max"), pair_slider.get_attribute("max")] == ["20", "3"]
+
+    # The keyboard: m up three, then to the end and back to the start.
+    m_slider.focus()
+    before = rope_state(root)["score"]
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    expect(root).to_have_attribute("data-m", "8", timeout=TIMEOUT)
+    state = rope_state(root)
+    check_rope(state, q, k)
+    assert state["prev"] == pytest.approx(rope_expected(q, k, 7, 2)["score"], abs=TOL)
+    assert not state["prevHidden"] and "m = 7, n = 2, offset 5" in state["prevText"]
+    assert state["say"].startswith("The offset went from 5 to 6")
+    assert abs(state["score"] - before) > 0.1  # a new offset, a new score
+    assert m_slider.get_attribute("aria-valuetext") == "m = 8"
+    page.keyboard.press("End")
+    expect(root).to_have_attribute("data-m", "20", timeout=TIMEOUT)
+    check_rope(rope_state(root), q, k)
+    page.keyboard.press("Home")
+    expect(root).to_have_attribute("data-m", "0", timeout=TIMEOUT)
+    check_rope(rope_state(root), q, k)
+
+    # n and the pair, with the keyboard after Tab.
+    n_slider.focus()
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    expect(root).to_have_attribute("data-n", "0", timeout=TIMEOUT)
+    state = check_rope(rope_state(root), q, k)
+    assert rope_state(root)["score"] == pytest.approx(float(q @ k), abs=TOL)  # both at 0
+    page.keyboard.press("Tab")
+    expect(pair_slider).to_be_focused(timeout=TIMEOUT)
+    for pair in (1, 2, 3):
+        page.keyboard.press("ArrowRight")
+        expect(root).to_have_attribute("data-i", str(pair), timeout=TIMEOUT)
+        state = rope_state(root)
+        check_rope(state, q, k)
+        assert state["score"] == pytest.approx(float(q @ k), abs=TOL)  # the drawn pair only
+    assert pair_slider.get_attribute("aria-valuetext") == "pair 3, features 3 and 7"
+
+    # The sliders set directly, as a drag or a click leaves them, at several settings.
+    for m, n, pair in ((11, 4, 0), (4, 11, 1), (20, 13, 2), (17, 17, 0), (3, 19, 3)):
+        m_slider.fill(str(m))
+        n_slider.fill(str(n))
+        pair_slider.fill(str(pair))
+        expect(root).to_have_attribute("data-i", str(pair), timeout=TIMEOUT)
+        state = rope_state(root)
+        assert (state["m"], state["n"]) == (m, n)
+        check_rope(state, q, k)
+
+    # A click on the middle of the m slider's track: whatever m it lands on, rope agrees.
+    box = m_slider.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(root).to_have_attribute("data-m", re.compile(r"^(9|10|11)$"), timeout=TIMEOUT)
+    check_rope(rope_state(root), q, k)
+
+
+@pytest.mark.browser
+def test_rope_shift_both_keeps_the_score_and_turns_the_arrows(page):
+    playground = rope_playground(position_q=16, position_k=13, pair=1)
+    q, k = torch.from_numpy(playground.query), torch.from_numpy(playground.key)
+    (root,) = show(page, playground.to_html())
+    first = rope_state(root)
+    check_rope(first, q, k)
+    plus = root.get_by_role("button", name="Shift both +1")
+    minus = root.get_by_role("button", name="Shift both \u22121")
+    theta = float(rope_frequencies(8, 1e4, dtype=torch.float64)[1])
+
+    def arrows(state: dict) -> list[float]:
+        return [*state["qRot"][1::4], *state["kRot"][1::4]]  # pair 1: features 1 and 5
+
+    seen = [first]
+    for button, m in ((plus, 17), (plus, 18), (minus, 17), (minus, 16), (minus, 15)):
+        button.click()
+        expect(root).to_have_attribute("data-m", str(m), timeout=TIMEOUT)
+        state = rope_state(root)
+        check_rope(state, q, k)
+        assert (state["m"] - state["n"], state["offset"]) == (3, 3)
+        assert state["score"] == pytest.approx(first["score"], abs=TOL)
+        assert state["share"] == pytest.approx(first["share"], abs=TOL)
+        assert state["between"] == pytest.approx(first["between"], abs=TOL)
+        assert state["prev"] == pytest.approx(first["score"], abs=TOL)
+        step = state["angleQ"] - seen[-1]["angleQ"]
+        assert abs(step) == pytest.approx(theta, abs=TOL)  # each turned by theta_1 more...
+        assert state["angleK"] - seen[-1]["angleK"] == pytest.approx(step, abs=TOL)
+        assert max(abs(x - y) for x, y in zip(arrows(state), arrows(seen[-1]),
+                                              strict=True)) > 0.01  # ...and they moved
+        assert "the offset is still 3, and the score is unchanged" in state["say"]
+        assert f"score {first['shown'][0]}." in state["prevText"]
+        seen.append(state)
+
+    # The keyboard: Enter and Space on the buttons shift too.
+    plus.focus()
+    page.keyboard.press("Enter")
+    expect(root).to_have_attribute("data-m", "16", timeout=TIMEOUT)
+    page.keyboard.press("Space")
+    expect(root).to_have_attribute("data-m", "17", timeout=TIMEOUT)
+    assert rope_state(root)["score"] == pytest.approx(first["score"], abs=TOL)
+
+    # At the end of the range the button stays focusable, says why, and changes nothing.
+    for _ in range(3):
+        page.keyboard.press("Enter")
+    expect(root).to_have_attribute("data-m", "20", timeout=TIMEOUT)
+    expect(plus).to_have_attribute("aria-disabled", "true", timeout=TIMEOUT)
+    page.keyboard.press("Enter")
+    expect(root.locator(".pg-say")).to_have_text(
+        "Cannot shift by +1: positions run from 0 to 20.", timeout=TIMEOUT)
+    expect(plus).to_be_focused()
+    assert (rope_state(root)["m"], rope_state(root)["n"]) == (20, 17)
+    assert minus.get_attribute("aria-disabled") == "false"
+
+    # Moving m alone changes the offset and the score; Reset goes back to the start.
+    root.get_by_label("Query position m").fill("19")
+    state = rope_state(root)
+    check_rope(state, q, k)
+    assert abs(state["score"] - first["score"]) > 0.01
+    assert state["say"].startswith("The offset went from 3 to 2")
+    root.get_by_role("button", name="Reset").click()
+    expect(root).to_have_attribute("data-m", "16", timeout=TIMEOUT)
+    state = rope_state(root)
+    check_rope(state, q, k)
+    assert (state["n"], state["i"], state["prev"], state["prevHidden"]) == (13, 1, None, True)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("layout", ["half-split", "interleaved"])
+def test_rope_other_widths_bases_and_layouts(page, layout):
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(12, generator=generator, dtype=torch.float64)
+    k = torch.randn(12, generator=generator, dtype=torch.float64)
+    playground = rope_playground(q, k, base=50.0, position_q=0, position_k=40, pair=5,
+                                 max_position=64, layout=layout)
+    (root,) = show(page, playground.to_html())
+    check_rope(rope_state(root), q, k, base=50.0, layout=layout)
+    features = [(2 * j, 2 * j + 1) if layout == "interleaved" else (j, j + 6) for j in range(6)]
+    assert root.locator(".pg-pairs tbody tr td:nth-child(2)").all_text_contents() == [
+        f"{a}, {b}" for a, b in features]
+    for m, n, pair in ((64, 0, 0), (33, 30, 2), (7, 50, 4)):
+        root.get_by_label("Query position m").fill(str(m))
+        root.get_by_label("Key position n").fill(str(n))
+        root.get_by_label("Frequency pair i").fill(str(pair))
+        expect(root).to_have_attribute("data-i", str(pair), timeout=TIMEOUT)
+        shifted = check_rope(rope_state(root), q, k, base=50.0, layout=layout)
+        if m < 64:
+            root.get_by_role("button", name="Shift both +1").click()
+            expect(root).to_have_attribute("data-m", str(m + 1), timeout=TIMEOUT)
+            state = rope_state(root)
+            check_rope(state, q, k, base=50.0, layout=layout)
+            assert state["score"] == pytest.approx(shifted["score"], abs=TOL)
+
+
+# --------------------------------------------------- all four
+
+
+def every_playground(label: str = "") -> list[str]:
     if not label:
         return [make()._repr_html_() for make in ALL.values()]
     return [
@@ -664,26 +997,29 @@ def all_three(label: str = "") -> list[str]:
                                query_label=label)._repr_html_(),
         mask_playground(4, tokens=["a", label, CLOSER, "x & y"])._repr_html_(),
         multihead_split_playground(tokens=["a", label, CLOSER, "x & y"])._repr_html_(),
+        rope_playground(title=label + CLOSER)._repr_html_(),
     ]
 
 
 @pytest.mark.browser
 def test_hostile_labels_are_shown_as_text(page):
-    dot, mask, split = show(page, *all_three(MALICIOUS))
-    assert page.locator("img").count() == 0 and page.locator("script").count() == 3
+    dot, mask, split, rotary = show(page, *every_playground(MALICIOUS))
+    assert page.locator("img").count() == 0 and page.locator("script").count() == 4
     expect(dot.locator(".pg-tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
     assert handle(dot, 0).locator(".pg-lab").text_content() == MALICIOUS[:17] + "\u2026"
     assert handle(dot, 0).get_attribute("aria-label").startswith(f"query {MALICIOUS} at")
     expect(mask.locator(".pg-live tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
     assert MALICIOUS in cell_button(mask, 1, 0).get_attribute("aria-label")
     expect(split.locator("table.pg-x tbody th")).to_have_text(["a", MALICIOUS, CLOSER, "x & y"])
+    expect(rotary.locator(".pg-title")).to_have_text(MALICIOUS + CLOSER)
+    assert rotary.get_attribute("aria-label") == f"Rotary position playground: {MALICIOUS}{CLOSER}"
     assert page.evaluate("() => typeof window.alert") == "function"
     assert page.seen["dialogs"] == []
 
 
 @pytest.mark.browser
 def test_every_control_is_reached_with_tab(page):
-    roots = show(page, *all_three())
+    roots = show(page, *every_playground())
     for root in roots:
         # Each control that should be a tab stop gets a marker; then Tab visits them all.
         expected = root.evaluate("""r => {
@@ -708,7 +1044,7 @@ def test_every_control_is_reached_with_tab(page):
 def test_no_serious_accessibility_violation(page):
     from axe_playwright_python.sync_playwright import Axe
 
-    show(page, *all_three())
+    show(page, *every_playground())
     results = Axe().run(page, options=AXE_OPTIONS)
     ran = {rule["id"] for group in ("violations", "passes", "incomplete", "inapplicable")
            for rule in results.response[group]}
@@ -724,7 +1060,7 @@ def test_with_scripts_off_the_static_fallback_shows(browser):
     context = browser.new_context(java_script_enabled=False)
     tab = context.new_page()
     try:
-        fragments = all_three()
+        fragments = every_playground()
         tab.set_content(document(*fragments))
         for fragment in fragments:
             root = tab.locator(f"#{root_id(fragment)}")
@@ -752,7 +1088,7 @@ def test_screenshots_and_the_panel_stays_light(browser, mode):
     context = browser.new_context(viewport={"width": 820, "height": 900}, color_scheme=mode)
     tab = context.new_page()
     try:
-        fragments = all_three()
+        fragments = every_playground()
         head, attrs = (DARK_THEME, 'data-theme="dark"') if mode == "dark" else ("", "")
         tab.set_content(document(*fragments, html_attrs=attrs, head=head))
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

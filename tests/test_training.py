@@ -21,7 +21,6 @@ from attnbook.training import (
     lookahead_mask,
     mask_experiment,
     pattern_agreement,
-    sinusoidal_positions,
     train,
 )
 
@@ -122,14 +121,6 @@ def test_wrong_masks(L):
     assert torch.equal(lookahead_mask(L), j <= i + 1)
     assert torch.equal(lookahead_mask(L, L), torch.ones(L, L, dtype=torch.bool))
     assert future_mask(L).dtype == lookahead_mask(L).dtype == torch.bool
-
-
-def test_sinusoidal_positions():
-    pe = sinusoidal_positions(10, 8)
-    assert pe.shape == (10, 8)
-    torch.testing.assert_close(pe[0], torch.tensor([0.0, 1.0] * 4))
-    torch.testing.assert_close(pe[3, :2], torch.tensor([math.sin(3.0), math.cos(3.0)]))
-    torch.testing.assert_close(pe[3, 2:4], torch.tensor([math.sin(3 / 10.0), math.cos(0.3)]))
 
 
 # -------------------------------------------------------------------------------- model
@@ -368,7 +359,7 @@ BAD_INPUTS = [
     (lambda: TinyAttentionModel(10, 8, d_model=30, num_heads=4), ValueError,
      "num_heads=4 does not divide d_model=30"),
     (lambda: TinyAttentionModel(10, 8, positions="rotary"), ValueError,
-     'positions must be "learned", "sinusoidal" or "none"'),
+     "positions must be one of 'learned', 'sinusoidal', 'rope', 'alibi', 'none'"),
     (lambda: TinyAttentionModel(10, 0), ValueError, "max_len must be at least 1"),
     (lambda: _model()(torch.zeros(2, 4)), TypeError, "tokens must hold integer tokens"),
     (lambda: _model()(torch.zeros(4, dtype=torch.long)), ValueError,
@@ -417,7 +408,6 @@ BAD_INPUTS = [
      "batch_size must be at least 1"),
     (lambda: mask_experiment(leaky_mask_fn=None), TypeError, "leaky_mask_fn must be a"),
     (lambda: lookahead_mask(4, -1), ValueError, "lookahead must be at least 0"),
-    (lambda: sinusoidal_positions(4, 7), ValueError, "d_model must be even"),
 ]
 
 

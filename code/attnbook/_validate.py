@@ -64,6 +64,15 @@ def require_function(name: str, value: object) -> Callable:
     return value
 
 
+def require_generator(generator: object) -> torch.Generator:
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), "
+            f"got {type(generator).__name__}"
+        )
+    return generator
+
+
 def require_tensor(name: str, value: object) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
@@ -108,6 +117,25 @@ def check_mask(mask: object, L: int, S: int, name: str = "mask") -> Tensor:
             f"(..., {L}, {S})"
         )
     return mask
+
+
+def check_bias(bias: object, L: int, S: int, dtype: torch.dtype) -> Tensor:
+    """Check an additive score bias: a finite float tensor broadcastable to ``(..., L, S)``,
+    returned in ``dtype`` (the dtype of the scores)."""
+    bias = require_tensor("bias", bias)
+    if not bias.is_floating_point():
+        raise TypeError(
+            f"bias must be a floating-point tensor added to the scores, got dtype "
+            f"{bias.dtype}; to forbid keys, pass a boolean mask instead"
+        )
+    if bias.dim() < 2 or bias.shape[-2] not in (1, L) or bias.shape[-1] not in (1, S):
+        raise ValueError(
+            f"bias of shape {tuple(bias.shape)} does not broadcast to (..., L, S) = "
+            f"(..., {L}, {S})"
+        )
+    if not bool(torch.isfinite(bias).all()):
+        raise ValueError("bias must be finite: to forbid keys, pass a boolean mask instead")
+    return bias.to(dtype)
 
 
 def check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:

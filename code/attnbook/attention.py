@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ._validate import (
     broadcast_batch,
+    check_bias,
     check_mask,
     check_qkv,
     require_tensor,
@@ -93,10 +94,11 @@ def attention(
     v: Tensor,
     mask: Tensor | None = None,
     *,
+    bias: Tensor | None = None,
     scale: float | None = None,
     return_weights: bool = True,
 ) -> AttentionOutput:
-    """Scaled dot-product attention: ``softmax(scale * q k^T, masked) v``.
+    """Scaled dot-product attention: ``softmax(scale * q k^T + bias, masked) v``.
 
     Args:
         q: queries, ``(..., L, E)``.
@@ -105,6 +107,10 @@ def attention(
         mask: optional boolean tensor broadcastable to ``(..., L, S)``; ``True`` means the
             query may attend to the key. Masked weights are exactly 0, and a query with
             no allowed key gets zero weights and a zero output.
+        bias: optional finite float tensor broadcastable to ``(..., L, S)``, added to the
+            scaled scores before the mask and the softmax (ALiBi's linear biases, see
+            :func:`attnbook.positions.alibi_bias`). It is not a mask: forbidding a key is
+            the boolean ``mask``'s job.
         scale: factor applied to the scores. ``None`` means ``1 / sqrt(E)``; ``1.0``
             gives unscaled attention.
         return_weights: when ``False``, ``weights`` is ``None`` and PyTorch's fused
@@ -117,7 +123,7 @@ def attention(
 
     Raises:
         TypeError: non-tensor inputs, non-float or mismatched dtypes, a non-boolean mask,
-            a scale that is not a number.
+            a bias that is not a float tensor, a scale that is not a number.
         ValueError: shapes that do not fit together, a mask that does not broadcast.
     """
     q, k, v = check_qkv(q, k, v)
@@ -126,8 +132,12 @@ def attention(
     if mask is not None:
         mask = check_mask(mask, L, S)
         batch_shapes.append(mask.shape[:-2])
-    batch = broadcast_batch(*batch_shapes,
-                            names="q, k, v" + (" and mask" if mask is not None else ""))
+    if bias is not None:
+        bias = check_bias(bias, L, S, q.dtype)
+        batch_shapes.append(bias.shape[:-2])
+    names = ["q", "k", "v"] + ["mask"] * (mask is not None) + ["bias"] * (bias is not None)
+    listed = ", ".join(names) if len(names) == 3 else ", ".join(names[:-1]) + " and " + names[-1]
+    batch = broadcast_batch(*batch_shapes, names=listed)
     scale = scale_factor(scale, q.shape[-1])
     if not isinstance(return_weights, bool):
         raise TypeError(f"return_weights must be a bool, got {type(return_weights).__name__}")
@@ -135,26 +145,30 @@ def attention(
     if not return_weights:
         # The fused kernel broadcasts less than matmul does: give it whole batches.
         q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
-        return AttentionOutput(_fused_attention(q, k, v, mask, scale), None)
+        return AttentionOutput(_fused_attention(q, k, v, mask, scale, bias), None)
 
     scores = attention_scores(q, k, scale)  # (..., L, S)
+    if bias is not None:
+        scores = scores + bias  # (..., L, S)
     weights = _masked_softmax(scores, mask, overwrite=True)  # (..., L, S)
     return AttentionOutput(weights @ v, weights)  # (..., L, Ev)
 
 
 def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                     scale: float) -> Tensor:
+                     scale: float, bias: Tensor | None = None) -> Tensor:
     """PyTorch's fused SDPA, with rows that have no allowed key set to zero."""
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
     has_key = mask.any(dim=-1, keepdim=True)  # (..., L, 1)
-    if bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    # Recent PyTorch (2.5 and later) returns zeros on such rows; older versions returned
-    # NaN. Do not depend on either: give those rows every key (finite values and
-    # gradients) and zero their output afterwards.
-    output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, scale=scale)
-    return output.masked_fill(~has_key, 0.0)
+    # Recent PyTorch (2.5 and later) returns zeros on rows with no allowed key; older
+    # versions returned NaN. Do not depend on either: give those rows every key (finite
+    # values and gradients) and zero their output afterwards.
+    allowed = mask if bool(has_key.all()) else mask | ~has_key
+    if bias is not None:
+        # SDPA takes one float mask: the bias where allowed, -inf where forbidden.
+        allowed = bias.masked_fill(~allowed, float("-inf"))
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)
+    return output if bool(has_key.all()) else output.masked_fill(~has_key, 0.0)
 
 
 def raw_self_attention(x: Tensor) -> AttentionOutput:

@@ -15,10 +15,13 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
 - :func:`multi_head_split`: split into heads, attend, merge, project, with shapes.
 - :func:`transformer_block`: where attention sits in a (post-LayerNorm) encoder block.
 - :func:`cross_attention`: an encoder-decoder, with cross-attention's queries and keys.
+- :func:`rope_rotation`: rotary positions in 2-D: a query at position m and a key at n turn
+  by m theta and n theta; shifting both keeps the angle between them, and so the score.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 
@@ -36,6 +39,7 @@ from .attention import attention, attention_scores, masked_softmax
 from .layers import MultiHeadAttention
 from .masks import causal_mask
 from .plots import HEATMAP_CMAP, OKABE_ITO, book_style
+from .positions import rope
 
 __all__ = [
     "EXAMPLE_KEYS",
@@ -49,6 +53,7 @@ __all__ = [
     "cross_attention",
     "multi_head_split",
     "query_trip",
+    "rope_rotation",
     "sequential_vs_parallel",
     "transformer_block",
 ]
@@ -917,4 +922,94 @@ def cross_attention() -> Figure:
         shape_label.set_gid("cross-shape")
         ax.text(grid_x + cols * cell / 2, weights_top + 0.08,
                 "one row per\ndecoder token", ha="center", va="bottom", fontsize=9)
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 6. rope_rotation
+
+
+def _arc(ax: Axes, start: float, end: float, radius: float, colour: str) -> None:
+    angles = np.linspace(start, end, 40)
+    ax.plot(radius * np.cos(angles), radius * np.sin(angles), color=colour, linewidth=1.4)
+
+
+def rope_rotation(m: int = 2, n: int = 1, shift: int = 2, theta: float = 0.5) -> Figure:
+    """Rotary positions in two dimensions, in two panels.
+
+    Left: a query ``q`` at position ``m`` and a key ``k`` at position ``n`` (faint: before
+    rotation) turn by the angles ``m theta`` and ``n theta``. Right: both positions moved
+    by ``shift``: each vector turns further, the angle between them, ``(m - n) theta``,
+    stays, and so does their dot product. The rotated vectors and the printed scores come
+    from :func:`attnbook.positions.rope`.
+
+    Args:
+        m, n: the positions of the query and the key, from 0 to 4.
+        shift: how far both move in the right panel, from 0 to 4.
+        theta: the angle per position, in radians, between 0.05 and 0.6.
+
+    Returns:
+        The new figure (two Axes).
+    """
+    m = _require_int("m", m, 0, 4)
+    n = _require_int("n", n, 0, 4)
+    shift = _require_int("shift", shift, 0, 4)
+    theta = float(theta)
+    if not 0.05 <= theta <= 0.6:
+        raise ValueError(f"theta must be between 0.05 and 0.6, got {theta}")
+    q = torch.tensor([[1.0, 0.15]], dtype=torch.float64)  # (1, 2)
+    k = torch.tensor([[0.75, -0.25]], dtype=torch.float64)  # (1, 2)
+    def turn(x: torch.Tensor, position: int) -> torch.Tensor:
+        """Rotate the 2-D ``x`` by ``position * theta`` with the package's ``rope``: ``x``
+        is pair 1 (features 1 and 3, half-split) of a 4-feature vector whose base makes
+        that pair's angle per position ``base ** (-2/4) = theta``."""
+        wide = torch.zeros(1, 4, dtype=torch.float64)
+        wide[:, [1, 3]] = x
+        turned = rope(wide, torch.tensor([position]), base=theta ** -2)  # (1, 4)
+        return turned[:, [1, 3]]  # (1, 2)
+
+    panels = []
+    for label, (mq, nk) in (("positions m, n", (m, n)),
+                            (f"both shifted by {shift}", (m + shift, n + shift))):
+        q_rot, k_rot = turn(q, mq), turn(k, nk)
+        panels.append((label, mq, nk, q_rot[0], k_rot[0], float(q_rot[0] @ k_rot[0])))
+    # The two scores agree up to rounding error; both panels print the left one, so a value
+    # on a rounding boundary cannot print as two different numbers.
+    if abs(panels[0][-1] - panels[1][-1]) > 1e-12:  # pragma: no cover - rope guarantees it
+        raise AssertionError("rotating both vectors changed their dot product")
+    shown_score = panels[0][-1]
+    with mpl.rc_context(book_style()):
+        fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.2))
+        for ax, (label, mq, nk, q_rot, k_rot, _) in zip(axes, panels, strict=True):
+            ax.set_aspect("equal")
+            ax.set_xlim(-1.25, 1.25)
+            ax.set_ylim(-1.25, 1.3)
+            ax.set_axis_off()
+            ax.axhline(0, color="#BBBBBB", linewidth=0.8, zorder=0)
+            ax.axvline(0, color="#BBBBBB", linewidth=0.8, zorder=0)
+            for vec, colour in ((q[0], OKABE_ITO[1]), (k[0], OKABE_ITO[2])):
+                ax.annotate("", xy=tuple(vec.tolist()), xytext=(0, 0),
+                            arrowprops={"arrowstyle": "-|>", "color": colour, "alpha": 0.3,
+                                        "linewidth": 1.5})
+            for vec, colour, name in ((q_rot, OKABE_ITO[1], "q"), (k_rot, OKABE_ITO[2], "k")):
+                ax.annotate("", xy=tuple(vec.tolist()), xytext=(0, 0),
+                            arrowprops={"arrowstyle": "-|>", "color": colour,
+                                        "linewidth": 2.2})
+                tip = vec / vec.norm() * (vec.norm() + 0.13)
+                ax.text(float(tip[0]), float(tip[1]), name, color=colour, fontsize=13,
+                        weight="bold", ha="center", va="center")
+            q_angle0 = math.atan2(float(q[0, 1]), float(q[0, 0]))
+            k_angle0 = math.atan2(float(k[0, 1]), float(k[0, 0]))
+            _arc(ax, q_angle0, q_angle0 + mq * theta, 0.42, OKABE_ITO[1])
+            _arc(ax, k_angle0, k_angle0 + nk * theta, 0.28, OKABE_ITO[2])
+            mid_q = q_angle0 + 0.7 * mq * theta  # clear of the key, which turns less
+            ax.text(0.62 * math.cos(mid_q), 0.62 * math.sin(mid_q), "m$\\theta$",
+                    color=OKABE_ITO[1], fontsize=11, ha="center", va="center")
+            mid_k = k_angle0 + nk * theta / 2
+            ax.text(0.2 * math.cos(mid_k) + 0.5, 0.2 * math.sin(mid_k) - 0.18, "n$\\theta$",
+                    color=OKABE_ITO[2], fontsize=11, ha="center", va="center")
+            title = ax.set_title(f"{label}: m = {mq}, n = {nk}\n"
+                                 f"m $-$ n = {mq - nk},  q$\\cdot$k = {shown_score:.3f}",
+                                 fontsize=11)
+            title.set_gid(f"rope-score-{mq}-{nk}")
+        fig.tight_layout()
     return _check_width(fig)

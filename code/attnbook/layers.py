@@ -6,10 +6,19 @@ second copy of the softmax or the masking rules.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
-from ._validate import check_mask, layer_input, require_int, require_tensor
+from ._validate import (
+    check_mask,
+    layer_input,
+    require_choice,
+    require_int,
+    require_real,
+    require_tensor,
+)
 from .attention import AttentionOutput, attention
+from .positions import alibi_bias, rope
 
 __all__ = ["MultiHeadAttention", "SelfAttention", "SimpleAttention"]
 
@@ -78,12 +87,21 @@ class MultiHeadAttention(nn.Module):
         d_model: the width of the token vectors.
         num_heads: the number of heads; must divide ``d_model``.
         bias: whether the four projections have a bias.
+        position: where the layer puts positions into the scores: ``None`` (nowhere: the
+            layer is permutation equivariant unless its input carries positions),
+            ``"rope"`` (queries and keys rotated by :func:`~attnbook.positions.rope`,
+            half-split, after the projections) or ``"alibi"`` (the biases of
+            :func:`~attnbook.positions.alibi_bias` added to the scores; causal attention
+            only, so ``forward`` then needs a mask).
+        rope_base: the frequency base of ``"rope"``.
 
     Raises:
-        ValueError: if ``num_heads`` is not at least 1 or does not divide ``d_model``.
+        ValueError: if ``num_heads`` is not at least 1 or does not divide ``d_model``, an
+            unknown ``position``, or ``"rope"`` with an odd ``d_head``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, *, bias: bool = True) -> None:
+    def __init__(self, d_model: int, num_heads: int, *, bias: bool = True,
+                 position: str | None = None, rope_base: float = 10000.0) -> None:
         super().__init__()
         self.d_model = d_model = require_int("d_model", d_model)
         self.num_heads = num_heads = require_int("num_heads", num_heads)
@@ -93,6 +111,14 @@ class MultiHeadAttention(nn.Module):
                 f"needs d_model / num_heads features"
             )
         self.d_head = d_model // num_heads
+        self.position = None if position is None else require_choice(
+            "position", position, {"rope": "rope", "alibi": "alibi"})
+        self.rope_base = require_real("rope_base", rope_base)
+        if self.position == "rope" and self.d_head % 2:
+            raise ValueError(
+                f'position="rope" needs an even d_head (features rotate in pairs), got '
+                f"d_head={self.d_head}"
+            )
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -128,6 +154,10 @@ class MultiHeadAttention(nn.Module):
         return_weights: bool = True,
     ) -> AttentionOutput:
         """Attend from ``query`` to ``key``/``value``.
+
+        With ``position="rope"`` or ``"alibi"``, the keys sit at positions ``0 .. S-1`` and
+        the queries at the last ``L`` of them, ``S-L .. S-1`` (self-attention: both
+        ``0 .. L-1``).
 
         Args:
             query: ``(B, L, d_model)``.
@@ -170,10 +200,30 @@ class MultiHeadAttention(nn.Module):
                     f"{tuple(mask.shape)}"
                 )
 
+        if self.position == "alibi" and mask is None:
+            raise ValueError(
+                'position="alibi" needs a mask, normally the causal mask: its bias '
+                "-slope * (i - j) rewards the keys after each query, so it is meant for "
+                "causal attention"
+            )
+        if self.position is not None and S < L:
+            raise ValueError(
+                f'position="{self.position}" puts the L={L} queries at the last L of the '
+                f"S={S} key positions, so S must be at least L"
+            )
+
         q = self.split_heads(self.q_proj(query))  # (B, h, L, d_head)
         k = self.split_heads(self.k_proj(key))  # (B, h, S, d_head)
         v = self.split_heads(self.v_proj(value))  # (B, h, S, d_head)
-        heads, weights = attention(q, k, v, mask, return_weights=return_weights)
+        score_bias = None
+        if self.position == "rope":
+            key_positions = torch.arange(S, device=k.device)  # (S,)
+            q = rope(q, key_positions[S - L:], self.rope_base)  # (B, h, L, d_head)
+            k = rope(k, key_positions, self.rope_base)  # (B, h, S, d_head)
+        elif self.position == "alibi":
+            score_bias = alibi_bias(self.num_heads, L, S).to(q.device)  # (h, L, S)
+        heads, weights = attention(q, k, v, mask, bias=score_bias,
+                                   return_weights=return_weights)
         output = self.out_proj(self.merge_heads(heads))  # (B, L, d_model)
         return AttentionOutput(output, weights)  # weights: (B, h, L, S) or None
 

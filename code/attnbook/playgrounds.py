@@ -1,4 +1,4 @@
-"""Three interactive playgrounds, each one self-contained HTML fragment.
+"""Four interactive playgrounds, each one self-contained HTML fragment.
 
 - :func:`dot_product_playground`: drag a query and a few keys in the plane (or move them with
   the arrow keys) and watch the scores, the softmax weights and the weighted sum of the values;
@@ -9,6 +9,9 @@
   would give instead.
 - :func:`multihead_split_playground`: a ``(L, d_model)`` input split into ``h`` heads by
   ``view`` + ``transpose`` and by the buggy ``reshape`` without the transpose, side by side.
+- :func:`rope_playground`: one feature pair of a query and a key, rotated by rotary position
+  embedding to positions ``m`` and ``n`` (sliders); the score ``q_rot . k_rot`` over all
+  features, and a button that shifts both positions: the arrows turn, the score does not.
 
 Each function returns an object that Jupyter and the book (myst-nb) display as HTML: one
 fragment with inline CSS and JavaScript, nothing fetched from anywhere, so it works on the
@@ -23,8 +26,9 @@ Design notes (shared with :mod:`attnbook.explorer`):
 - Every fragment gets a fresh id; all CSS is scoped under ``.attnbook-pg`` and all JavaScript
   lives in one function bound to the fragment's root element.
 - The page's numbers are readable by tests: ``data-w`` (weights), ``data-x``/``data-y``
-  (positions), ``data-t``/``data-f`` (token and feature of a head's cell) hold full-precision
-  values, and the root carries ``data-pg-ready="1"`` once the script has drawn.
+  (positions), ``data-t``/``data-f`` (token and feature of a head's cell), ``data-score``
+  and its neighbours (the rotary playground's state) hold full-precision values, and the
+  root carries ``data-pg-ready="1"`` once the script has drawn.
 - The CSS and JavaScript live in ``attnbook/playground_assets/`` and are read with
   :mod:`importlib.resources`.
 """
@@ -43,15 +47,18 @@ import secrets
 from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from pathlib import Path
+from typing import get_args
 
 import matplotlib as mpl
 import numpy as np
 import torch
 
 from attnbook.plots import OKABE_ITO, book_style
+from attnbook.positions import Layout
 
 __all__ = ["DotProductPlayground", "MaskPlayground", "MultiheadSplitPlayground",
-           "dot_product_playground", "mask_playground", "multihead_split_playground"]
+           "RopePlayground", "dot_product_playground", "mask_playground",
+           "multihead_split_playground", "rope_playground"]
 
 _COUNTER = itertools.count(1)
 
@@ -82,6 +89,16 @@ TOKEN_COLOURS = (OKABE_ITO[4], OKABE_ITO[1], OKABE_ITO[2], OKABE_ITO[3], OKABE_I
                  OKABE_ITO[0], OKABE_ITO[5], "#BBBBBB")
 MAX_SPLIT_LENGTH = len(TOKEN_COLOURS)
 MAX_D_MODEL = 16
+
+#: The rotary playground's opening query and key: D = 8, one decimal, and in the half-split
+#: layout four pairs (f, f + 4) of different lengths and directions.
+DEFAULT_ROPE_QUERY = (1.0, 0.5, -0.8, 0.3, 0.2, 0.9, 0.4, -0.6)
+DEFAULT_ROPE_KEY = (0.8, -0.3, 0.6, 0.9, 0.6, 0.7, -0.5, 0.4)
+ROPE_LAYOUTS = get_args(Layout)
+ROPE_QUERY_COLOUR = OKABE_ITO[0]
+ROPE_KEY_COLOUR = OKABE_ITO[5]
+MAX_ROPE_WIDTH = 128
+MAX_ROPE_POSITION = 4096
 
 
 # ------------------------------------------------------------------------ assets and HTML
@@ -185,7 +202,7 @@ def _text(name: str, value: object) -> str | None:
 
 
 class _Playground:
-    """What the three playgrounds share: HTML, a PNG still, a MIME bundle, ``save``."""
+    """What the playgrounds share: HTML, a PNG still, a MIME bundle, ``save``."""
 
     _kind = ""
     _name = ""
@@ -788,3 +805,313 @@ def multihead_split_playground(length: int = 4, d_model: int = 8, num_heads: int
             or too few tokens.
     """
     return MultiheadSplitPlayground(length, d_model, num_heads, tokens, title)
+
+
+# ------------------------------------------------------------------ 4. rotary positions
+
+
+def _signed(value: float, digits: int) -> str:
+    """``value`` to ``digits`` decimals, never ``-0.000``."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if float(text) == 0 and text.startswith("-") else text
+
+
+class RopePlayground(_Playground):
+    """One feature pair of a query and a key, rotated to positions ``m`` and ``n``; see
+    :func:`rope_playground`.
+
+    Attributes: ``query`` and ``key`` ``(D,)`` float64 arrays; ``base``; ``layout``;
+    ``position_q``, ``position_k`` and ``pair`` (the opening ``m``, ``n`` and ``i``);
+    ``max_position``; ``title``.
+    """
+
+    _kind = "rope"
+    _name = "Rotary position playground"
+
+    def __init__(self, query: object, key: object, base: object, position_q: object,
+                 position_k: object, pair: object, max_position: object, layout: object,
+                 title: object) -> None:
+        q = _as_float_array("query", query, "a vector of even width D")
+        if q.ndim != 1 or q.shape[0] % 2 or not 2 <= q.shape[0] <= MAX_ROPE_WIDTH:
+            raise ValueError(f"query must be one vector of even width D, shape (D,) with "
+                             f"2 <= D <= {MAX_ROPE_WIDTH}, got shape {q.shape}")
+        _check_finite("query", q)
+        k = _as_float_array("key", key, "a vector of even width D")
+        if k.shape != q.shape:
+            raise ValueError(f"key must have the shape of query, {q.shape}, got shape "
+                             f"{k.shape}")
+        _check_finite("key", k)
+        if isinstance(base, bool) or not isinstance(base, numbers.Real):
+            raise TypeError(f"base must be a real number > 1, got {type(base).__name__}")
+        if not math.isfinite(base) or base <= 1:
+            raise ValueError(f"base must be a finite number > 1, got {base}")
+        if not isinstance(layout, str) or layout not in ROPE_LAYOUTS:
+            raise ValueError(f"layout must be {' or '.join(map(repr, ROPE_LAYOUTS))}, got "
+                             f"{layout!r}")
+        self.max_position = _count("max_position", max_position, 1, MAX_ROPE_POSITION)
+        self.position_q = _count("position_q", position_q, 0, self.max_position)
+        self.position_k = _count("position_k", position_k, 0, self.max_position)
+        self.pair = _count("pair", pair, 0, q.shape[0] // 2 - 1)
+        self.title = _text("title", title)
+        self.query, self.key, self.base, self.layout = q, k, float(base), layout
+        self._png = None
+
+    def __repr__(self) -> str:
+        return (f"RopePlayground(D={len(self.query)}, m={self.position_q}, "
+                f"n={self.position_k}, pair={self.pair}, layout={self.layout!r})")
+
+    def pair_features(self) -> torch.Tensor:
+        """The ``(D/2, 2)`` feature indices of each pair in this layout.
+
+        Half-split: pair ``i`` is ``(i, i + D/2)``, the consecutive entries of
+        :func:`attnbook.positions.interleaved_order`; interleaved: ``(2i, 2i + 1)``.
+        """
+        from attnbook.positions import interleaved_order
+
+        width = len(self.query)
+        if self.layout == "half-split":
+            return interleaved_order(width).view(width // 2, 2)  # (D/2, 2)
+        return torch.arange(width).view(width // 2, 2)  # (D/2, 2)
+
+    def frequencies(self) -> np.ndarray:
+        """``theta_i = base ** (-2i / D)``, ``(D/2,)`` float64, from the package."""
+        from attnbook.positions import rope_frequencies
+
+        return rope_frequencies(len(self.query), self.base, dtype=torch.float64).numpy()
+
+    def rotated(self, position_q: int | None = None, position_k: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """The query at ``position_q`` and the key at ``position_k`` (default: the opening
+        positions), each ``(D,)``, rotated by :func:`attnbook.positions.rope`.
+
+        Raises:
+            TypeError, ValueError: a position that is not an int >= 0.
+        """
+        from attnbook.positions import rope
+
+        m = self.position_q if position_q is None else _count("position_q", position_q, 0,
+                                                              10 ** 9)
+        n = self.position_k if position_k is None else _count("position_k", position_k, 0,
+                                                              10 ** 9)
+        q = rope(torch.from_numpy(self.query)[None], torch.tensor([m]), self.base,
+                 layout=self.layout)  # (1, D)
+        k = rope(torch.from_numpy(self.key)[None], torch.tensor([n]), self.base,
+                 layout=self.layout)  # (1, D)
+        return q[0].numpy(), k[0].numpy()
+
+    def shares(self, position_q: int | None = None, position_k: int | None = None
+               ) -> np.ndarray:
+        """Each pair's share of the score ``q_rot . k_rot``, ``(D/2,)``; they sum to it."""
+        q, k = self.rotated(position_q, position_k)
+        products = torch.from_numpy(q * k)[self.pair_features()]  # (D/2, 2)
+        return products.sum(-1).numpy()
+
+    def score(self, position_q: int | None = None, position_k: int | None = None) -> float:
+        """The score ``q_rot . k_rot`` over all ``D`` features (unscaled)."""
+        q, k = self.rotated(position_q, position_k)
+        return float(q @ k)
+
+    def _data(self) -> dict:
+        return {"q": self.query.tolist(), "k": self.key.tolist(),
+                "theta": self.frequencies().tolist(), "pairs": self.pair_features().tolist(),
+                "m": self.position_q, "n": self.position_k, "i": self.pair,
+                "maxPos": self.max_position,
+                "qColour": ROPE_QUERY_COLOUR, "kColour": ROPE_KEY_COLOUR}
+
+    def _skeleton(self) -> str:
+        top, last = self.max_position, len(self.query) // 2 - 1
+
+        def slider(name: str, words: str, high: int) -> str:
+            return (f'<span class="pg-ctl"><label for="{{uid}}-{name}">{words}</label>'
+                    f'<input type="range" id="{{uid}}-{name}" class="pg-{name}" min="0" '
+                    f'max="{high}" step="1" aria-describedby="{{uid}}-{name}-out">'
+                    f'<output class="pg-{name}-out" id="{{uid}}-{name}-out" '
+                    f'for="{{uid}}-{name}"></output></span>')
+
+        return f"""\
+<div class="pg-controls">
+{slider("m", "Query position m", top)}
+{slider("n", "Key position n", top)}
+{slider("i", "Frequency pair i", last)}
+<span class="pg-group"><button type="button" class="pg-shift" data-shift="-1">Shift both \
+\u22121</button><button type="button" class="pg-shift" data-shift="1">Shift both +1</button>\
+<button type="button" class="pg-reset">Reset</button></span>
+</div>
+<div class="pg-main">
+<div class="pg-plot">
+<svg class="pg-svg" role="img" aria-describedby="{{uid}}-help"></svg>
+<div class="pg-legend" aria-hidden="true"><span><span class="pg-line pg-line-q"></span>query \
+pair, turned by m\u03b8<sub>i</sub></span><span><span class="pg-line pg-line-k"></span>key \
+pair, turned by n\u03b8<sub>i</sub></span><span><span class="pg-line pg-line-0"></span>before \
+rotation (position 0)</span></div>
+<div class="pg-help" id="{{uid}}-help">Pair i of the query and of the key, drawn in the plane \
+of its two features. Move the sliders with the mouse, or with the arrow keys once Tab has \
+reached them; the buttons move m and n together.</div>
+</div>
+<div class="pg-side">
+<p class="pg-scoreline">Score q<sub>rot</sub>\u00b7k<sub>rot</sub> = \
+<strong class="pg-score"></strong> at offset m \u2212 n = <strong class="pg-offset"></strong>\
+</p>
+<p class="pg-vecline">Pair <span class="pg-pi"></span> contributes \
+<strong class="pg-share"></strong>. Without \
+rotation, q\u00b7k = <strong class="pg-plain"></strong>.</p>
+<table class="pg-table pg-angles"><tbody>
+<tr><th scope="row">query pair turned by m\u00b7\u03b8<sub>i</sub></th>\
+<td class="pg-num pg-aq"></td></tr>
+<tr><th scope="row">key pair turned by n\u00b7\u03b8<sub>i</sub></th>\
+<td class="pg-num pg-ak"></td></tr>
+<tr><th scope="row">angle from key to query</th><td class="pg-num pg-between"></td></tr>
+</tbody></table>
+<p class="pg-prev" hidden></p>
+<div class="pg-say" aria-live="polite"></div>
+<table class="pg-table pg-pairs"><caption>Each pair\u2019s share of the score</caption>
+<thead><tr><th scope="col">pair</th><th scope="col">features</th>\
+<th scope="col" class="pg-num">\u03b8 (rad per position)</th>\
+<th scope="col" class="pg-num">share</th></tr></thead>
+<tbody class="pg-tbody"></tbody>
+<tfoot><tr><th scope="row" colspan="3">sum: the score</th><td class="pg-num pg-sum"></td>\
+</tr></tfoot>
+</table>
+</div>
+</div>"""
+
+    def _fallback_rows(self) -> list[tuple[int, int]]:
+        """The opening positions, then both shifted by 1 and by 10."""
+        m, n = self.position_q, self.position_k
+        return [(m, n), (m + 1, n + 1), (m + 10, n + 10)]
+
+    def _fallback(self) -> str:
+        i = self.pair
+        a, b = self.pair_features()[i].tolist()
+        theta = self.frequencies()[i]
+        rows = "".join(
+            f'<tr><td class="pg-num">{m}</td><td class="pg-num">{n}</td>'
+            f'<td class="pg-num">{m - n}</td>'
+            f'<td class="pg-num">{_signed(self.score(m, n), 4)}</td>'
+            f'<td class="pg-num">{_signed(float(self.shares(m, n)[i]), 4)}</td></tr>'
+            for m, n in self._fallback_rows())
+        return (f'<p class="pg-nojs-note">An interactive playground (it needs JavaScript). A '
+                f"query and a key of width D = {len(self.query)}, rotated in the "
+                f"{self.layout} layout with base {self.base:g}; pair {i} (features {a} and "
+                f"{b}) turns by \u03b8 = {theta:.4g} rad per position. Shifting both "
+                f"positions by the same amount turns both vectors and keeps the score:</p>"
+                f'<table><thead><tr><th scope="col">query position m</th>'
+                f'<th scope="col">key position n</th><th scope="col">offset m \u2212 n</th>'
+                f'<th scope="col">score q\u00b7k after rotation</th>'
+                f'<th scope="col">pair {i}\u2019s share</th></tr></thead>'
+                f"<tbody>{rows}</tbody></table>")
+
+    def _score_window(self) -> tuple[int, np.ndarray]:
+        """``(start, scores)``: the scores at query and key positions ``start .. start+W-1``
+        (a ``(W, W)`` window centred on the opening positions, within the sliders' range)."""
+        from attnbook.positions import rope
+
+        size = min(self.max_position, 23) + 1
+        centre = (self.position_q + self.position_k) // 2
+        start = min(max(0, centre - size // 2), self.max_position - size + 1)
+        positions = torch.arange(start, start + size)  # (W,)
+        q = rope(torch.from_numpy(self.query).expand(size, -1), positions, self.base,
+                 layout=self.layout)  # (W, D)
+        k = rope(torch.from_numpy(self.key).expand(size, -1), positions, self.base,
+                 layout=self.layout)  # (W, D)
+        return start, (q @ k.T).numpy()  # (W, W): query position by key position
+
+    def _draw(self, figure: mpl.figure.Figure) -> None:
+        from matplotlib.patches import Arc, Circle, Rectangle
+
+        from attnbook.plots import draw_heatmap
+
+        m, n, i = self.position_q, self.position_k, self.pair
+        a, b = self.pair_features()[i].tolist()
+        theta = float(self.frequencies()[i])
+        q_rot, k_rot = self.rotated()
+        ax_pair, ax_map = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
+        radius = max(math.hypot(self.query[a], self.query[b]),
+                     math.hypot(self.key[a], self.key[b])) or 1.0
+        for vector, rotated, colour, name, position, arc in (
+                (self.query, q_rot, ROPE_QUERY_COLOUR, "q", m, 0.30),
+                (self.key, k_rot, ROPE_KEY_COLOUR, "k", n, 0.20)):
+            start = math.degrees(math.atan2(vector[b], vector[a]))
+            turn = math.degrees(position * theta) % 360
+            ax_pair.add_patch(Arc((0, 0), 2 * arc * radius, 2 * arc * radius, theta1=start,
+                                  theta2=start + turn, color=colour, linewidth=1.5))
+            ax_pair.add_patch(Circle((0, 0), math.hypot(vector[a], vector[b]), fill=False,
+                                     color=colour, alpha=0.35, linestyle=":", linewidth=0.8))
+            for x, y, alpha, label in ((vector[a], vector[b], 0.3, None),
+                                       (rotated[a], rotated[b], 1.0,
+                                        f"{name} at position {position}")):
+                ax_pair.annotate("", (x, y), (0, 0), arrowprops={
+                    "arrowstyle": "-|>", "color": colour, "alpha": alpha, "linewidth": 2})
+                if label:
+                    ax_pair.plot([], [], color=colour, linewidth=2, label=label)
+        ax_pair.axhline(0, color="#999999", linewidth=0.8, zorder=0)
+        ax_pair.axvline(0, color="#999999", linewidth=0.8, zorder=0)
+        ax_pair.set_xlim(-1.25 * radius, 1.25 * radius)
+        ax_pair.set_ylim(-1.25 * radius, 1.25 * radius)
+        ax_pair.set_aspect("equal")
+        ax_pair.set_xlabel(f"feature {a}")
+        ax_pair.set_ylabel(f"feature {b}")
+        ax_pair.legend(fontsize=7.5, loc="upper left", framealpha=0.9)
+        ax_pair.set_title(f"Pair {i} (features {a}, {b}), faint at position 0\n"
+                          f"score {_signed(self.score(), 4)}, pair {i}'s share "
+                          f"{_signed(float(self.shares()[i]), 4)}", fontsize=9)
+
+        start, scores = self._score_window()
+        size = scores.shape[0]
+        names = [str(p) if (p - start) % 4 == 0 else "" for p in range(start, start + size)]
+        draw_heatmap(ax_map, scores, names, names, vmin=float(scores.min()),
+                     vmax=float(scores.max()), label="score q\u00b7k after rotation")
+        ax_map.tick_params(length=0, labelsize=7)
+        ax_map.set_xlabel("key position n")
+        ax_map.set_ylabel("query position m")
+        if start <= m < start + size and start <= n < start + size:
+            ax_map.add_patch(Rectangle((n - start - 0.5, m - start - 0.5), 1, 1, fill=False,
+                                       edgecolor="white", linewidth=2))
+        ax_map.set_title(f"The score by position: constant along each diagonal\n"
+                         f"(m = {m}, n = {n} outlined: offset m \u2212 n = {m - n})",
+                         fontsize=9)
+        figure.tight_layout(rect=(0, 0.07, 1, 1))
+        _note(figure, "Print edition: the opening state. Online, the reader moves m, n and "
+                      "the pair with sliders, and shifts both positions together.")
+
+
+def rope_playground(query: object = DEFAULT_ROPE_QUERY, key: object = DEFAULT_ROPE_KEY, *,
+                    base: float = 10000.0, position_q: int = 5, position_k: int = 2,
+                    pair: int = 0, max_position: int = 20,
+                    layout: Layout = "half-split", title: str | None = None) -> RopePlayground:
+    """An interactive picture of rotary position embedding: the score depends on ``m - n``.
+
+    The query ``q`` sits at position ``m`` and the key ``k`` at position ``n`` (two sliders,
+    0 to ``max_position``). :func:`attnbook.positions.rope` turns feature pair ``i`` of each
+    by ``m * theta_i`` and ``n * theta_i``, with ``theta_i = base ** (-2i / D)``. The page
+    draws the pair chosen by a third slider (its two features as the axes), before rotation
+    (faint) and after, with the angles each turned through and the angle between them. It
+    shows, live, the score ``q_rot . k_rot`` over all ``D`` features, the drawn pair's share
+    of it, every pair's share in a table, and the offset ``m - n``. Buttons shift both
+    positions by -1 or +1: the arrows turn, the score and the angle between them stay, and a
+    line keeps the score from before the last move to compare.
+
+    Args:
+        query, key: two vectors of the same even width ``D`` (2 to 128), shape ``(D,)``,
+            finite; by default fixed vectors of width 8 with one decimal.
+        base: the frequency base, a finite number > 1; 10000 as in RoFormer and LLaMA 1 and 2.
+        position_q, position_k: the opening ``m`` and ``n``, from 0 to ``max_position``.
+        pair: the opening pair ``i``, from 0 to ``D/2 - 1``.
+        max_position: the sliders' largest position, from 1 to 4096.
+        layout: ``"half-split"`` (pair ``i`` is features ``i`` and ``i + D/2``) or
+            ``"interleaved"`` (features ``2i`` and ``2i + 1``), as for ``rope``.
+        title: a title shown above the playground.
+
+    Returns:
+        A :class:`RopePlayground` (HTML in Jupyter and the book, a PNG in print).
+
+    Raises:
+        TypeError: a vector that is not a tensor, array or sequence of numbers; a base that
+            is not a real number; a position, pair or ``max_position`` that is not an int;
+            a title that is not a string.
+        ValueError: a vector that is not 1-D of even width 2 to 128 or not finite, a key
+            whose shape differs from the query's, a base <= 1, an unknown layout, a
+            position, pair or ``max_position`` out of range.
+    """
+    return RopePlayground(query, key, base, position_q, position_k, pair, max_position,
+                          layout, title)

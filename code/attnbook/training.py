@@ -47,9 +47,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import check_mask, require_int, require_real, require_tensor
+from ._validate import check_mask, require_generator, require_int, require_real, require_tensor
 from .layers import MultiHeadAttention
 from .masks import causal_mask
+from .positions import sinusoidal
 from .timing import one_thread
 
 __all__ = [
@@ -69,7 +70,6 @@ __all__ = [
     "lookahead_mask",
     "mask_experiment",
     "pattern_agreement",
-    "sinusoidal_positions",
     "train",
 ]
 
@@ -85,15 +85,6 @@ def _require_rate(name: str, value: object) -> float:
     if value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return value
-
-
-def _require_generator(generator: object) -> torch.Generator:
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), "
-            f"got {type(generator).__name__}"
-        )
-    return generator
 
 
 def _require_mask_fn(name: str, mask_fn: object) -> MaskFn | None:
@@ -164,7 +155,7 @@ class ReversalTask:
             ValueError: ``batch_size < 1``.
         """
         batch_size = require_int("batch_size", batch_size)
-        generator = _require_generator(generator)
+        generator = require_generator(generator)
         inputs = torch.randint(self.vocab_size, (batch_size, self.length),
                                generator=generator)  # (B, L)
         return inputs, inputs.flip(-1)  # (B, L), (B, L)
@@ -234,7 +225,7 @@ class RepeatTask:
             ValueError: ``batch_size < 1``.
         """
         batch_size = require_int("batch_size", batch_size)
-        generator = _require_generator(generator)
+        generator = require_generator(generator)
         prefix = torch.randint(self.vocab_size, (batch_size, self.period),
                                generator=generator)  # (B, period)
         positions = torch.arange(self.length + 1) % self.period  # (L + 1,)
@@ -319,31 +310,16 @@ def lookahead_mask(L: int, lookahead: int = 1) -> Tensor:
 # --------------------------------------------------------------------------------------
 
 
-def sinusoidal_positions(L: int, d_model: int) -> Tensor:
-    """The fixed positional encoding of Vaswani et al. (2017), ``(L, d_model)``.
-
-    ``PE[p, 2i] = sin(p / 10000^(2i/d))`` and ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
-
-    Raises:
-        TypeError: a size that is not an int.
-        ValueError: ``L < 1``, or ``d_model`` not a positive even number.
-    """
-    L = require_int("L", L)
-    d_model = require_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
-    position = torch.arange(L, dtype=torch.float32)[:, None]  # (L, 1)
-    frequency = 10000.0 ** (-torch.arange(0, d_model, 2) / d_model)  # (d_model / 2,)
-    angle = position * frequency  # (L, d_model / 2)
-    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)  # (L, d_model)
-
-
 class ModelOutput(NamedTuple):
     """What :class:`TinyAttentionModel` returns: ``logits`` ``(B, L, vocab_size)`` and the
     attention ``weights`` ``(B, h, L, L)``."""
 
     logits: Tensor
     weights: Tensor
+
+
+#: Where :class:`TinyAttentionModel` can take its positions from.
+_POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
 class TinyAttentionModel(nn.Module):
@@ -368,8 +344,11 @@ class TinyAttentionModel(nn.Module):
         num_heads: attention heads; must divide ``d_model``.
         d_mlp: the hidden width of the MLP; ``0`` leaves the MLP out.
         positions: ``"learned"`` (an ``nn.Embedding(max_len, d_model)``), ``"sinusoidal"``
-            (fixed, :func:`sinusoidal_positions`) or ``"none"`` (no position at all: the
-            model is then permutation equivariant without a mask).
+            (fixed, :func:`~attnbook.positions.sinusoidal`), both added to the token
+            embeddings; ``"rope"`` or ``"alibi"``, applied in the attention scores (see
+            :class:`~attnbook.layers.MultiHeadAttention`'s ``position``); or ``"none"``
+            (no position at all: the model is then permutation equivariant without a
+            mask).
         seed: seeds the initial weights without touching the global random state;
             ``None`` draws them from the global random state.
 
@@ -380,16 +359,17 @@ class TinyAttentionModel(nn.Module):
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int = 32, num_heads: int = 1,
                  *, d_mlp: int = 64,
-                 positions: Literal["learned", "sinusoidal", "none"] = "learned",
+                 positions: Literal["learned", "sinusoidal", "rope", "alibi", "none"] = "learned",
                  seed: int | None = 0) -> None:
         super().__init__()
         self.vocab_size = require_int("vocab_size", vocab_size, minimum=2)
         self.max_len = require_int("max_len", max_len)
         d_model = require_int("d_model", d_model)
         d_mlp = require_int("d_mlp", d_mlp, minimum=0)
-        if positions not in ("learned", "sinusoidal", "none"):
+        if positions not in _POSITIONS:
             raise ValueError(
-                f'positions must be "learned", "sinusoidal" or "none", got {positions!r}'
+                f"positions must be one of {', '.join(map(repr, _POSITIONS))}, got "
+                f"{positions!r}"
             )
         self.positions = positions
         if seed is not None:
@@ -400,12 +380,13 @@ class TinyAttentionModel(nn.Module):
             self.token_embedding = nn.Embedding(vocab_size, d_model)
             self.position_embedding = (nn.Embedding(max_len, d_model)
                                        if positions == "learned" else None)
-            self.attention = MultiHeadAttention(d_model, num_heads)
+            in_scores = positions if positions in ("rope", "alibi") else None
+            self.attention = MultiHeadAttention(d_model, num_heads, position=in_scores)
             self.mlp = (nn.Sequential(nn.Linear(d_model, d_mlp), nn.ReLU(),
                                       nn.Linear(d_mlp, d_model)) if d_mlp else None)
             self.readout = nn.Linear(d_model, vocab_size)
         if positions == "sinusoidal":
-            self.register_buffer("sinusoid", sinusoidal_positions(max_len, d_model),
+            self.register_buffer("sinusoid", sinusoidal(max_len, d_model),
                                  persistent=False)  # (max_len, d_model)
 
     @classmethod

@@ -19,7 +19,7 @@ inputs (and a check fails if they change them in place), and a module is copied,
 or modified. Random inputs come from seeded generators, and the global random state is left as
 it was.
 
-One checker per chapter, named after what it checks, in a module named after the chapter
+Each checker is named after what it checks and lives in a module named after its chapter
 (:mod:`attnbook.checks.harness` holds what they share):
 
 - ``static-embeddings``: :func:`check_nearest_by_cosine` on
@@ -35,6 +35,9 @@ One checker per chapter, named after what it checks, in a module named after the
   and ``my_merge_heads(heads)``
 - ``training-attention``: :func:`check_repeat_pattern` on ``repeat_pattern(L, period)``
 - ``efficient-attention``: :func:`check_online_normalizer` on ``online_normalizer(stream)``
+- ``positions``: :func:`check_sinusoidal` on ``my_sinusoidal(L, E)``,
+  :func:`check_rope_interleaved` on ``rope_interleaved(x, positions, base=10000.0)`` and
+  :func:`check_alibi_slopes` on ``my_alibi_slopes(num_heads)``
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
 from .harness import ExerciseCheckError
 from .multi_head_attention import check_split_merge_heads
+from .positions import check_alibi_slopes, check_rope_interleaved, check_sinusoidal
 from .pytorch_implementation import check_simple_attention
 from .scaling import check_stable_softmax
 from .static_embeddings import check_nearest_by_cosine
@@ -52,13 +56,16 @@ from .training_attention import check_repeat_pattern
 
 __all__ = [
     "ExerciseCheckError",
+    "check_alibi_slopes",
     "check_batched_raw_attention",
     "check_masked_softmax",
     "check_nearest_by_cosine",
     "check_online_normalizer",
     "check_repeat_pattern",
+    "check_rope_interleaved",
     "check_row_entropy",
     "check_simple_attention",
+    "check_sinusoidal",
     "check_split_merge_heads",
     "check_stable_softmax",
 ]

@@ -1,0 +1,1 @@
+"""Exercise of the chapter `positions`: your code is in solution.py."""
