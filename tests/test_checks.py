@@ -27,6 +27,7 @@ from exercise_solutions.pytorch_implementation import MySimpleAttention
 from exercise_solutions.scaling import my_softmax
 from exercise_solutions.static_embeddings import nearest_by_cosine
 from exercise_solutions.training_attention import repeat_pattern
+from test_positions import papers_get_slopes
 from torch import nn
 
 from attnbook.checks import (
@@ -106,20 +107,7 @@ def rope_as_in_gpt_j(x, positions, base=10000.0):
 
 def alibi_slopes_as_in_the_paper(num_heads):
     """The paper's get_slopes, verbatim (it returns a list), wrapped in a tensor."""
-
-    def get_slopes(n):
-        def get_slopes_power_of_2(n):
-            start = 2 ** (-2 ** -(math.log2(n) - 3))
-            ratio = start
-            return [start * ratio ** i for i in range(n)]
-
-        if math.log2(n).is_integer():
-            return get_slopes_power_of_2(n)
-        closest_power_of_2 = 2 ** math.floor(math.log2(n))
-        return (get_slopes_power_of_2(closest_power_of_2)
-                + get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2])
-
-    return torch.tensor(get_slopes(num_heads))
+    return torch.tensor(papers_get_slopes(num_heads))
 
 
 def alibi_slopes_vectorised(num_heads):

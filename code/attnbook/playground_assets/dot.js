@@ -2,19 +2,13 @@
    weights as bars and the weighted sum of the values as one more vector. Point 0 is the
    query, point 1 + j is key j. The page's numbers are what this code computes:
    scores c * (q . k_j), weights softmax over j, output sum_j w_j v_j. */
-var svg = find("pg-svg"), NS = svg.namespaceURI;
+var svg = find("pg-svg");
 var VB = 380, PAD = 14, LO = D.lo, HI = D.hi, U = (VB - 2 * PAD) / (HI - LO);
 var S = D.keys.length, FIXED_V = D.values !== null;
 var P = [D.q.slice()].concat(D.keys.map(function (k) { return k.slice(); }));
 var st = { c: D.scale, drag: -1, w: [], out: [0, 0] };
 var slider = find("pg-scale"), scaleOut = find("pg-scale-out");
 
-function el(tag, attrs, parent) {
-  var e = document.createElementNS(NS, tag);
-  for (var name in attrs) { e.setAttribute(name, String(attrs[name])); }
-  if (parent) { parent.appendChild(e); }
-  return e;
-}
 function px(x) { return PAD + (x - LO) * U; }
 function py(y) { return PAD + (HI - y) * U; }
 var OX = px(0), OY = py(0);
@@ -48,16 +42,7 @@ function arrow(colour, cls) {
     head: el("polygon", { fill: colour }, g)
   };
 }
-function drawArrow(a, p) {
-  var tx = px(p[0]), ty = py(p[1]), dx = tx - OX, dy = ty - OY;
-  var len = Math.sqrt(dx * dx + dy * dy);
-  var hl = Math.min(11, len), ux = len > 0 ? dx / len : 0, uy = len > 0 ? dy / len : 0;
-  var bx = tx - hl * ux, by = ty - hl * uy, hw = hl * 0.5;
-  a.line.setAttribute("x2", bx);
-  a.line.setAttribute("y2", by);
-  a.head.setAttribute("points", [tx, ty, bx - hw * uy, by + hw * ux, bx + hw * uy,
-                                 by - hw * ux].join(" "));
-}
+function drawArrow(a, p) { pointArrow(a, OX, OY, px(p[0]), py(p[1])); }
 
 var names = [D.qLabel].concat(D.labels), colours = [D.qColour].concat(D.colours);
 var vmarks = [], i, j;

@@ -7,7 +7,7 @@
 var Q = D.q, K = D.k, TH = D.theta, P = D.pairs, H = TH.length, MAXP = D.maxPos;
 var TAU = 2 * Math.PI, DEG = 180 / Math.PI;
 var st = { m: D.m, n: D.n, i: D.i, prev: null };
-var svg = find("pg-svg"), NS = svg.namespaceURI, VB = 300, C = VB / 2, RAD = C - 46;
+var svg = find("pg-svg"), VB = 300, C = VB / 2, RAD = C - 46;
 var mIn = find("pg-m"), nIn = find("pg-n"), iIn = find("pg-i"), say = find("pg-say");
 var prevText = find("pg-prev"), shifts = root.querySelectorAll(".pg-shift");
 
@@ -34,12 +34,6 @@ function deg(t) { return fixed(t * DEG, 1) + "\u00b0"; }
 function turn(t) { return ((t % TAU) + TAU) % TAU; }
 function signed(v) { return (v < 0 ? "\u2212" : "+") + String(Math.abs(v)); }
 
-function el(tag, attrs, parent) {
-  var e = document.createElementNS(NS, tag);
-  for (var name in attrs) { e.setAttribute(name, String(attrs[name])); }
-  if (parent) { parent.appendChild(e); }
-  return e;
-}
 svg.setAttribute("viewBox", "0 0 " + VB + " " + VB);
 var pic = el("g", { "aria-hidden": "true" }, svg);
 el("line", { x1: 6, y1: C, x2: VB - 6, y2: C, "class": "pg-axis" }, pic);
@@ -50,15 +44,7 @@ function arrow(colour, cls) {
   return { line: el("line", { "class": "pg-shaft", stroke: colour, x1: C, y1: C }, g),
            head: el("polygon", { fill: colour }, g) };
 }
-function drawArrow(a, tx, ty) {
-  var dx = tx - C, dy = ty - C, len = Math.sqrt(dx * dx + dy * dy);
-  var hl = Math.min(11, len), ux = len > 0 ? dx / len : 0, uy = len > 0 ? dy / len : 0;
-  var bx = tx - hl * ux, by = ty - hl * uy, hw = hl * 0.5;
-  a.line.setAttribute("x2", bx);
-  a.line.setAttribute("y2", by);
-  a.head.setAttribute("points", [tx, ty, bx - hw * uy, by + hw * ux, bx + hw * uy,
-                                 by - hw * ux].join(" "));
-}
+function drawArrow(a, tx, ty) { pointArrow(a, C, C, tx, ty); }
 var parts = [D.qColour, D.kColour].map(function (colour, w) {
   return { orbit: el("circle", { cx: C, cy: C, "class": "pg-orbit", stroke: colour }, pic),
            arc: el("path", { "class": "pg-arc", stroke: colour }, pic),
