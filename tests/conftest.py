@@ -20,6 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
+# SmolLM2 converted once, shared by tests, chapters and the book build (as the Makefile sets).
+os.environ.setdefault("ATTNBOOK_CACHE", str(ROOT / ".cache"))
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 

@@ -298,6 +298,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_config_value("attnbook_sphinx_hash", own_hash, "html")
     for key, value in KERNEL_ENV.items():
         os.environ.setdefault(key, value)
+    # The converted SmolLM2 lives in the checkout's .cache, as the Makefile and tests say.
+    os.environ.setdefault("ATTNBOOK_CACHE", str(Path(app.srcdir, ".cache").resolve()))
     # The kernels inherit this environment. A non-interactive MPLBACKEND such as Agg would
     # stop matplotlib's inline backend, and every figure would vanish from the pages.
     os.environ.pop("MPLBACKEND", None)

@@ -38,6 +38,7 @@ __all__ = [
     "AttentionOutput",
     "attention",
     "attention_scores",
+    "grouped_attention",
     "masked_softmax",
     "raw_self_attention",
 ]
@@ -169,6 +170,75 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
         allowed = bias.masked_fill(~allowed, float("-inf"))
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale)
     return output if bool(has_key.all()) else output.masked_fill(~has_key, 0.0)
+
+
+def grouped_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    bias: Tensor | None = None,
+    scale: float | None = None,
+    return_weights: bool = True,
+) -> AttentionOutput:
+    """:func:`attention` with fewer key/value heads than query heads (grouped-query).
+
+    ``q`` has ``h`` heads and ``k``, ``v`` have ``h_kv`` heads, with ``h_kv`` dividing
+    ``h``: key/value head ``j`` serves the ``g = h / h_kv`` consecutive query heads
+    ``j*g .. j*g + g - 1`` (the order of LLaMA's ``repeat_kv``). ``h_kv = h`` is ordinary
+    multi-head attention and ``h_kv = 1`` is multi-query attention. The keys and values
+    are shared by broadcasting, never copied ``g`` times.
+
+    Args:
+        q: queries, ``(..., h, L, E)``.
+        k: keys, ``(..., h_kv, S, E)``.
+        v: values, ``(..., h_kv, S, Ev)``.
+        mask, bias: as in :func:`attention`, except that with 3 or more dimensions their
+            dimension ``-3`` is the head dimension, of size ``h`` or 1.
+        scale, return_weights: as in :func:`attention`.
+
+    Returns:
+        ``AttentionOutput`` with output ``(..., h, L, Ev)`` and weights ``(..., h, L, S)``
+        (or ``None``).
+
+    Raises:
+        TypeError: as :func:`attention`.
+        ValueError: tensors without a head dimension, ``h_kv`` that does not divide ``h``,
+            and whatever :func:`attention` refuses.
+    """
+    q, k, v = check_qkv(q, k, v)
+    if q.dim() < 3 or k.dim() < 3 or v.dim() < 3:
+        raise ValueError(
+            f"q, k and v must have a head dimension, (..., heads, length, width): got "
+            f"shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    h, h_kv = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != h_kv or h % h_kv:
+        raise ValueError(
+            f"k and v must have the same number of heads h_kv, and h_kv must divide the "
+            f"h={h} heads of q: got k with {h_kv} and v with {v.shape[-3]} heads"
+        )
+    groups = h // h_kv
+    q = q.unflatten(-3, (h_kv, groups))  # (..., h_kv, g, L, E)
+    k, v = k.unsqueeze(-3), v.unsqueeze(-3)  # (..., h_kv, 1, S, E): shared by the group
+    extra = {}
+    for name, tensor in (("mask", mask), ("bias", bias)):
+        if isinstance(tensor, Tensor) and tensor.dim() >= 3:
+            if tensor.shape[-3] == h:
+                tensor = tensor.unflatten(-3, (h_kv, groups))  # (..., h_kv, g, L, S)
+            elif tensor.shape[-3] == 1:
+                tensor = tensor.unsqueeze(-3)  # (..., 1, 1, L, S)
+            else:
+                raise ValueError(
+                    f"{name} must have a head dimension of size h={h} or 1, got shape "
+                    f"{tuple(tensor.shape)}"
+                )
+        extra[name] = tensor
+    output, weights = attention(q, k, v, extra["mask"], bias=extra["bias"], scale=scale,
+                                return_weights=return_weights)
+    output = output.flatten(-4, -3)  # (..., h, L, Ev)
+    return AttentionOutput(output, None if weights is None else weights.flatten(-4, -3))
 
 
 def raw_self_attention(x: Tensor) -> AttentionOutput:

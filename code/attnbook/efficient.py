@@ -41,8 +41,8 @@ from ._validate import (
     require_tensor,
     scale_factor,
 )
-from .attention import AttentionOutput, attention
-from .masks import causal_mask
+from .attention import AttentionOutput, attention, grouped_attention
+from .masks import causal_mask, position_mask
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "KVCache", "blockwise_attention", "decode_step",
            "peak_memory_bytes"]
@@ -266,19 +266,47 @@ class KVCache:
     Every append must have the batch shape, key width ``E``, value width ``Ev``, dtype and
     device of the first one.
 
+    **Positions.** The cache counts every position it was given, so
+    :attr:`next_position` is the position of the next token: the offset at which RoPE
+    must rotate the next query and key (:func:`attnbook.positions.rope`). It differs from
+    ``len(cache)`` once a window has dropped tokens.
+
+    **A sliding window.** ``KVCache(recent=w, sinks=s)`` keeps only what the next query
+    may see: the first ``s`` positions of the text and the ``w`` latest ones, the query's
+    own included (StreamingLLM, Xiao et al., 2023). The others are dropped at the next
+    append, and :meth:`attend` masks by position (:func:`attnbook.masks.position_mask`),
+    so a prefill of many tokens at once gets the same window as one token at a time.
+
+    **Grouped heads.** Keys and values of shape ``(..., h_kv, t, E)`` serve queries with
+    ``h`` heads, ``h_kv`` dividing ``h`` (grouped-query attention): only the ``h_kv``
+    key/value heads are stored (:func:`attnbook.attention.grouped_attention`).
+
     Args:
         max_len: capacity in positions, or ``None`` to grow as needed.
+        recent: the sliding window's width in positions, or ``None`` to keep everything.
+        sinks: with a window, how many first positions are always kept.
 
     Raises:
-        TypeError: if ``max_len`` is not an int.
-        ValueError: if ``max_len`` is below 1.
+        TypeError: if ``max_len``, ``recent`` or ``sinks`` is not an int.
+        ValueError: if ``max_len`` or ``recent`` is below 1, ``sinks`` is negative, or
+            ``max_len`` and ``recent`` are both given (a window grows by copying).
     """
 
-    def __init__(self, max_len: int | None = None) -> None:
+    def __init__(self, max_len: int | None = None, *, recent: int | None = None,
+                 sinks: int = 0) -> None:
         self.max_len = None if max_len is None else require_int("max_len", max_len)
+        self.recent = None if recent is None else require_int("recent", recent)
+        self.sinks = require_int("sinks", sinks, minimum=0)
+        if self.max_len is not None and self.recent is not None:
+            raise ValueError(
+                f"max_len={self.max_len} and recent={self.recent} cannot be combined: a "
+                f"windowed cache drops tokens by copying, so leave max_len=None"
+            )
         self._keys: Tensor | None = None  # (..., capacity, E)
         self._values: Tensor | None = None  # (..., capacity, Ev)
+        self._positions = torch.zeros(0, dtype=torch.long)  # (t,) of the cached tokens
         self._length = 0
+        self._next = 0
 
     def __len__(self) -> int:
         """The number of cached positions ``t``."""
@@ -288,7 +316,28 @@ class KVCache:
         shape = "empty" if self._keys is None else (
             f"batch {tuple(self._keys.shape[:-2])}, E={self._keys.shape[-1]}, "
             f"Ev={self._values.shape[-1]}, {self._keys.dtype}")
-        return f"KVCache(len={self._length}, max_len={self.max_len}, {shape})"
+        window = "" if self.recent is None else f"recent={self.recent}, sinks={self.sinks}, "
+        return (f"KVCache(len={self._length}, next_position={self._next}, "
+                f"max_len={self.max_len}, {window}{shape})")
+
+    @property
+    def next_position(self) -> int:
+        """The position of the next token appended: how many positions were ever
+        appended, dropped ones included. The offset for RoPE."""
+        return self._next
+
+    @property
+    def positions(self) -> Tensor:
+        """The positions of the cached tokens, ``(t,)``, increasing."""
+        return self._positions.clone()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the cached keys and values take (``len(self)`` positions)."""
+        if self._keys is None:
+            return 0
+        return (self.keys.numel() * self.keys.element_size()
+                + self.values.numel() * self.values.element_size())
 
     @property
     def keys(self) -> Tensor:
@@ -354,6 +403,16 @@ class KVCache:
                     "torch.cat"
                 )
 
+        if self.recent is not None and self._keys is not None:
+            # Drop what no query from now on may see: the next one, at position
+            # next_position, sees the sinks and the positions p with next - p < recent.
+            keep = (self._positions < self.sinks) | (self._next - self._positions < self.recent)
+            if not bool(keep.all()):
+                index = keep.nonzero().squeeze(1).to(self._keys.device)  # (kept,)
+                self._keys = self._keys.index_select(-2, index)
+                self._values = self._values.index_select(-2, index)
+                self._positions = self._positions[keep]
+                self._length = int(keep.sum())
         if self.max_len is None:
             if self._keys is None:  # a copy, so that the caller's tensors stay theirs
                 self._keys, self._values = k_new.clone(), v_new.clone()
@@ -368,7 +427,10 @@ class KVCache:
             new = slice(self._length, self._length + n)
             self._keys[..., new, :] = k_new
             self._values[..., new, :] = v_new
+        self._positions = torch.cat([self._positions,
+                                     torch.arange(self._next, self._next + n)])
         self._length += n
+        self._next += n
 
     def _check_fits(self, k_new: Tensor, v_new: Tensor) -> None:
         """Check that a new chunk has the batch shape, widths, dtype and device cached."""
@@ -399,6 +461,9 @@ class KVCache:
         ``q`` ``(..., n, E)`` holds the queries of the last ``n`` cached positions, so the
         causal mask is aligned to the end: query ``i`` is position ``t - n + i`` and sees
         the keys ``0 .. t - n + i``. With ``n = 1`` (a decoding step) it sees every key.
+        With a window, each query sees what :func:`~attnbook.masks.position_mask` allows.
+        Queries ``(..., h, n, E)`` with more heads than the cached ``(..., h_kv, t, E)``
+        attend by :func:`~attnbook.attention.grouped_attention`.
 
         Args:
             q: queries, ``(..., n, E)`` with ``1 <= n <= len(self)``.
@@ -422,10 +487,19 @@ class KVCache:
                 f"positions), got shape {tuple(q.shape)}"
             )
         n, t = q.shape[-2], self._length
-        # Query i is position t - n + i: the causal mask of the last n rows of a (t, t) one.
-        mask = None if n == 1 else causal_mask(n, t, offset=t - n, device=q.device)  # (n, t)
-        return attention(q, self.keys, self.values, mask, scale=scale,
-                         return_weights=return_weights)
+        if self.recent is not None:
+            positions = self._positions.to(q.device)  # (t,)
+            mask = position_mask(positions[t - n:], positions, recent=self.recent,
+                                 sinks=self.sinks)  # (n, t)
+        else:
+            # Query i is position t - n + i: the last n rows of a (t, t) causal mask.
+            mask = None if n == 1 else causal_mask(n, t, offset=t - n, device=q.device)
+        keys, values = self.keys, self.values
+        if (q.dim() >= 3 and keys.dim() >= 3 and q.shape[-3] != keys.shape[-3]
+                and keys.shape[-3] > 1):
+            return grouped_attention(q, keys, values, mask, scale=scale,
+                                     return_weights=return_weights)
+        return attention(q, keys, values, mask, scale=scale, return_weights=return_weights)
 
 
 def decode_step(q_new: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, *,

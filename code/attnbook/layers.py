@@ -17,7 +17,9 @@ from ._validate import (
     require_real,
     require_tensor,
 )
-from .attention import AttentionOutput, attention
+from .attention import AttentionOutput, attention, grouped_attention
+from .efficient import KVCache
+from .masks import causal_mask
 from .positions import alibi_bias, rope
 
 __all__ = ["MultiHeadAttention", "SelfAttention", "SimpleAttention"]
@@ -77,16 +79,27 @@ class SelfAttention(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention as in Vaswani et al. (2017).
+    """Multi-head attention as in Vaswani et al. (2017), with grouped-query heads as an option.
 
     The model width ``d_model`` is split into ``num_heads`` heads of width
     ``d_head = d_model // num_heads``; each head attends on its own, the heads are merged
     back and projected.
 
+    With ``num_kv_heads`` below ``num_heads`` (grouped-query attention, Ainslie et al.,
+    2023), the key and value projections make only ``num_kv_heads`` heads, each shared by
+    ``num_heads / num_kv_heads`` consecutive query heads; ``num_kv_heads=1`` is
+    multi-query attention (Shazeer, 2019). The key and value projections then have
+    ``num_kv_heads * d_head`` outputs, and a :class:`~attnbook.efficient.KVCache` stores
+    only those heads.
+
     Args:
         d_model: the width of the token vectors.
-        num_heads: the number of heads; must divide ``d_model``.
+        num_heads: the number of query heads; must divide ``d_model``.
+        num_kv_heads: the number of key/value heads, dividing ``num_heads``; ``None``
+            means ``num_heads``.
         bias: whether the four projections have a bias.
+        causal: whether every query sees only the keys at its position and before (the
+            last ``L`` of ``S`` key positions, as in ``forward``), on top of any mask.
         position: where the layer puts positions into the scores: ``None`` (nowhere: the
             layer is permutation equivariant unless its input carries positions),
             ``"rope"`` (queries and keys rotated by :func:`~attnbook.positions.rope`,
@@ -96,12 +109,14 @@ class MultiHeadAttention(nn.Module):
         rope_base: the frequency base of ``"rope"``.
 
     Raises:
-        ValueError: if ``num_heads`` is not at least 1 or does not divide ``d_model``, an
-            unknown ``position``, or ``"rope"`` with an odd ``d_head``.
+        ValueError: if ``num_heads`` is not at least 1 or does not divide ``d_model``,
+            ``num_kv_heads`` does not divide ``num_heads``, an unknown ``position``, or
+            ``"rope"`` with an odd ``d_head``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, *, bias: bool = True,
-                 position: str | None = None, rope_base: float = 10000.0) -> None:
+    def __init__(self, d_model: int, num_heads: int, *, num_kv_heads: int | None = None,
+                 bias: bool = True, causal: bool = False, position: str | None = None,
+                 rope_base: float = 10000.0) -> None:
         super().__init__()
         self.d_model = d_model = require_int("d_model", d_model)
         self.num_heads = num_heads = require_int("num_heads", num_heads)
@@ -111,6 +126,16 @@ class MultiHeadAttention(nn.Module):
                 f"needs d_model / num_heads features"
             )
         self.d_head = d_model // num_heads
+        self.num_kv_heads = num_heads if num_kv_heads is None else require_int(
+            "num_kv_heads", num_kv_heads)
+        if num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} does not divide num_heads={num_heads}: "
+                f"each key/value head serves the same number of query heads"
+            )
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+        self.causal = causal
         self.position = None if position is None else require_choice(
             "position", position, {"rope": "rope", "alibi": "alibi"})
         self.rope_base = require_real("rope_base", rope_base)
@@ -120,19 +145,25 @@ class MultiHeadAttention(nn.Module):
                 f"d_head={self.d_head}"
             )
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        kv_width = self.num_kv_heads * self.d_head
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        """``(..., L, d_model)`` -> ``(..., h, L, d_head)``: a view, then a transpose."""
+    def split_heads(self, x: Tensor, heads: int | None = None) -> Tensor:
+        """``(..., L, heads * d_head)`` -> ``(..., heads, L, d_head)``: a view, then a
+        transpose. ``heads`` defaults to ``num_heads`` (pass ``num_kv_heads`` for keys
+        and values)."""
         x = require_tensor("x", x)
-        if x.dim() < 2 or x.shape[-1] != self.d_model:
+        heads = self.num_heads if heads is None else require_int("heads", heads)
+        width = heads * self.d_head
+        if x.dim() < 2 or x.shape[-1] != width:
             raise ValueError(
-                f"x must have shape (..., L, d_model={self.d_model}), got {tuple(x.shape)}"
+                f"x must have shape (..., L, {heads} heads x d_head={self.d_head} = {width}), "
+                f"got {tuple(x.shape)}"
             )
-        x = x.unflatten(-1, (self.num_heads, self.d_head))  # (..., L, h, d_head)
-        return x.transpose(-3, -2)  # (..., h, L, d_head)
+        x = x.unflatten(-1, (heads, self.d_head))  # (..., L, heads, d_head)
+        return x.transpose(-3, -2)  # (..., heads, L, d_head)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(..., h, L, d_head)`` -> ``(..., L, d_model)``, the inverse of ``split_heads``."""
@@ -152,12 +183,19 @@ class MultiHeadAttention(nn.Module):
         value: Tensor | None = None,
         mask: Tensor | None = None,
         return_weights: bool = True,
+        *,
+        cache: KVCache | None = None,
     ) -> AttentionOutput:
         """Attend from ``query`` to ``key``/``value``.
 
         With ``position="rope"`` or ``"alibi"``, the keys sit at positions ``0 .. S-1`` and
         the queries at the last ``L`` of them, ``S-L .. S-1`` (self-attention: both
         ``0 .. L-1``).
+
+        With a ``cache`` (causal self-attention while generating), the ``L`` new tokens
+        sit at positions ``cache.next_position`` onwards: their keys and values (after
+        RoPE, ``num_kv_heads`` heads) are appended to the cache, and their queries attend
+        over everything it holds.
 
         Args:
             query: ``(B, L, d_model)``.
@@ -168,11 +206,16 @@ class MultiHeadAttention(nn.Module):
                 applies to every head.
             return_weights: when ``False``, the weights are ``None`` and the fused kernel
                 is used.
+            cache: a :class:`~attnbook.efficient.KVCache` of this layer's earlier keys
+                and values; only with ``causal=True``, no ``key``, ``value`` or ``mask``,
+                and no ALiBi.
 
         Returns:
             ``AttentionOutput`` with output ``(B, L, d_model)`` and per-head weights
-            ``(B, h, L, S)``.
+            ``(B, h, L, S)`` (with a cache, ``S`` is what the cache holds).
         """
+        if cache is not None:
+            return self._forward_cached(query, cache, return_weights)
         dtype = self.q_proj.weight.dtype
         query = layer_input("query", query, self.d_model, dtype, batched=True)
         key = query if key is None else layer_input("key", key, self.d_model, dtype,
@@ -200,11 +243,14 @@ class MultiHeadAttention(nn.Module):
                     f"{tuple(mask.shape)}"
                 )
 
+        if self.causal:
+            allowed = causal_mask(L, S, offset=S - L, device=query.device)  # (L, S)
+            mask = allowed if mask is None else mask & allowed
         if self.position == "alibi" and mask is None:
             raise ValueError(
                 'position="alibi" needs a mask, normally the causal mask: its bias '
                 "-slope * (i - j) rewards the keys after each query, so it is meant for "
-                "causal attention"
+                "causal attention (or build the layer with causal=True)"
             )
         if self.position is not None and S < L:
             raise ValueError(
@@ -213,8 +259,8 @@ class MultiHeadAttention(nn.Module):
             )
 
         q = self.split_heads(self.q_proj(query))  # (B, h, L, d_head)
-        k = self.split_heads(self.k_proj(key))  # (B, h, S, d_head)
-        v = self.split_heads(self.v_proj(value))  # (B, h, S, d_head)
+        k = self.split_heads(self.k_proj(key), self.num_kv_heads)  # (B, h_kv, S, d_head)
+        v = self.split_heads(self.v_proj(value), self.num_kv_heads)  # (B, h_kv, S, d_head)
         score_bias = None
         if self.position == "rope":
             key_positions = torch.arange(S, device=k.device)  # (S,)
@@ -222,10 +268,36 @@ class MultiHeadAttention(nn.Module):
             k = rope(k, key_positions, self.rope_base)  # (B, h, S, d_head)
         elif self.position == "alibi":
             score_bias = alibi_bias(self.num_heads, L, S).to(q.device)  # (h, L, S)
-        heads, weights = attention(q, k, v, mask, bias=score_bias,
-                                   return_weights=return_weights)
+        attend = attention if self.num_kv_heads == self.num_heads else grouped_attention
+        heads, weights = attend(q, k, v, mask, bias=score_bias,
+                                return_weights=return_weights)
         output = self.out_proj(self.merge_heads(heads))  # (B, L, d_model)
         return AttentionOutput(output, weights)  # weights: (B, h, L, S) or None
+
+    def _forward_cached(self, x: Tensor, cache: KVCache,
+                        return_weights: bool) -> AttentionOutput:
+        """``forward`` for new tokens ``x`` ``(B, L, d_model)`` with a key/value cache."""
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+        if not self.causal or self.position == "alibi":
+            raise ValueError(
+                "a cache needs causal self-attention: build the layer with causal=True "
+                "(and RoPE or no positions, not ALiBi)"
+            )
+        x = layer_input("query", x, self.d_model, self.q_proj.weight.dtype, batched=True)
+        L = x.shape[1]
+        q = self.split_heads(self.q_proj(x))  # (B, h, L, d_head)
+        k = self.split_heads(self.k_proj(x), self.num_kv_heads)  # (B, h_kv, L, d_head)
+        v = self.split_heads(self.v_proj(x), self.num_kv_heads)  # (B, h_kv, L, d_head)
+        if self.position == "rope":
+            # The cache, not len(cache), knows where the new tokens are in the text.
+            positions = torch.arange(cache.next_position, cache.next_position + L,
+                                     device=x.device)  # (L,)
+            q = rope(q, positions, self.rope_base)
+            k = rope(k, positions, self.rope_base)
+        cache.append(k, v)
+        heads, weights = cache.attend(q, return_weights=return_weights)  # (B, h, L, d_head)
+        return AttentionOutput(self.out_proj(self.merge_heads(heads)), weights)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ._validate import require_int
 
-__all__ = ["causal_mask", "padding_mask"]
+__all__ = ["causal_mask", "padding_mask", "position_mask", "sliding_window_mask"]
 
 
 
@@ -45,6 +45,70 @@ def causal_mask(L: int, S: int | None = None, *, offset: int = 0,
     S = L if S is None else require_int("S", S)
     offset = require_int("offset", offset, minimum=None)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(offset)  # (L, S)
+
+
+def position_mask(query_positions: Tensor, key_positions: Tensor, *,
+                  recent: int | None = None, sinks: int = 0) -> Tensor:
+    """The causal mask between tokens at given positions, with an optional sliding window.
+
+    A query at position ``p`` may attend to a key at position ``j`` when ``j <= p`` and,
+    with a window, when the key is one of the ``recent`` latest positions up to ``p``
+    (``p - j < recent``) or one of the first ``sinks`` positions of the text
+    (``j < sinks``), the "attention sinks" that StreamingLLM keeps (Xiao et al., 2023).
+    Positions need not be contiguous: a key/value cache that dropped old tokens passes the
+    positions it still holds.
+
+    Args:
+        query_positions: ``(L,)`` integer positions of the queries.
+        key_positions: ``(S,)`` integer positions of the keys.
+        recent: the window's width, counting the query itself; ``None`` for no window.
+        sinks: how many first positions stay visible whatever the window.
+
+    Returns:
+        A boolean tensor of shape ``(L, S)``, ``True`` where the query may attend.
+
+    Raises:
+        TypeError: for positions that are not integer tensors, or a non-int ``recent`` or
+            ``sinks``.
+        ValueError: for positions that are not one-dimensional, ``recent`` below 1 or
+            negative ``sinks``.
+    """
+    for name, positions in (("query_positions", query_positions),
+                            ("key_positions", key_positions)):
+        if not isinstance(positions, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(positions).__name__}")
+        if positions.dtype.is_floating_point or positions.dtype.is_complex or \
+                positions.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers, got dtype {positions.dtype}")
+        if positions.dim() != 1:
+            raise ValueError(f"{name} must be one-dimensional, got shape "
+                             f"{tuple(positions.shape)}")
+    sinks = require_int("sinks", sinks, minimum=0)
+    p, j = query_positions[:, None], key_positions[None, :]  # (L, 1), (1, S)
+    allowed = j <= p  # (L, S)
+    if recent is not None:
+        recent = require_int("recent", recent)
+        allowed &= (p - j < recent) | (j < sinks)
+    return allowed  # (L, S)
+
+
+def sliding_window_mask(L: int, recent: int, *, sinks: int = 0,
+                        device: torch.device | str | None = None) -> Tensor:
+    """The ``(L, L)`` causal mask of a sliding window with ``sinks`` kept first tokens.
+
+    Query ``i`` sees key ``j <= i`` when ``i - j < recent`` or ``j < sinks``: the mask
+    that a cache of the ``sinks`` first and the ``recent`` latest tokens imposes, so one
+    forward pass under it gives what token-by-token decoding with that cache gives.
+    ``recent >= L`` is the plain causal mask. See :func:`position_mask`.
+
+    Raises:
+        TypeError: for non-int arguments.
+        ValueError: for ``L`` or ``recent`` below 1, or negative ``sinks``.
+    """
+    L = require_int("L", L)
+    positions = torch.arange(L, device=device)  # (L,)
+    return position_mask(positions, positions, recent=require_int("recent", recent),
+                         sinks=sinks)
 
 
 def padding_mask(lengths: Sequence[int] | Tensor, max_len: int | None = None) -> Tensor:

