@@ -50,6 +50,20 @@ def softmax_weights(*shape: int, seed: int = 0) -> torch.Tensor:
 WEIGHTS = softmax_weights(2, 3, 5, 5)
 
 
+def causal_weights(*shape: int, seed: int = 0) -> torch.Tensor:
+    """Softmax weights of a causal model: exactly 0 above the diagonal (key after query)."""
+    gen = torch.Generator().manual_seed(seed)
+    scores = 2.5 * torch.randn(*shape, generator=gen)
+    above = torch.ones(shape[-2:], dtype=torch.bool).triu(1)  # (L, S): key after query
+    return torch.softmax(scores.masked_fill(above, float("-inf")), dim=-1)
+
+
+#: (layers, heads, L, S) = (2, 3, 5, 5), causal; row 2 of layer 0, head 0 gives its first key
+#: a weight of exactly 0, which must still look and read like a weight, not like a mask.
+CAUSAL = causal_weights(2, 3, 5, 5)
+CAUSAL[0, 0, 2] = torch.tensor([0.0, 0.25, 0.75, 0.0, 0.0])
+
+
 def fmt(value: float | torch.Tensor) -> str:
     return f"{float(value):.4f}"
 
@@ -247,6 +261,27 @@ BAD_INPUTS = [
                  ["weights must be finite", "18 of their 18 values"], id="inf"),
     pytest.param(lambda: explore(torch.rand(4, 4), ["a"] * 4, vmin=1.0, vmax=0.5), ValueError,
                  ["vmin must be below vmax", "vmin = 1.0 and vmax = 0.5"], id="vmin-vmax"),
+    pytest.param(lambda: explore(WEIGHTS, TOKENS, causal=True), ValueError,
+                 ["causal=True, but weights has 60 nonzero values above the diagonal",
+                  "a key after its query", "(layer, head, query, key) = (0, 0, 0, 1)"],
+                 id="causal-upper-triangle"),
+    pytest.param(lambda: explore(causal_weights(1, 1, 3, 3).index_put_(
+        (torch.tensor([0]), torch.tensor([0]), torch.tensor([1]), torch.tensor([2])),
+        torch.tensor(1e-9)), ["a"] * 3, causal=True), ValueError,
+                 ["causal=True, but weights has 1 nonzero value above the diagonal",
+                  "the first 1e-09 at (layer, head, query, key) = (0, 0, 1, 2)"],
+                 id="causal-tiny-leak"),
+    pytest.param(lambda: explore(torch.zeros(2, 3, 4), ["a"] * 3, key_tokens=list("wxyz"),
+                                 causal=True), ValueError,
+                 ["causal=True needs square maps", "L = 3 query rows and S = 4 key columns"],
+                 id="causal-not-square"),
+    pytest.param(lambda: explore(CAUSAL, TOKENS, causal=1), TypeError,
+                 ["causal must be True or False, got int"], id="causal-int"),
+    pytest.param(lambda: explore(CAUSAL, TOKENS, compact="yes"), TypeError,
+                 ["compact must be True or False, got str"], id="compact-str"),
+    pytest.param(lambda: AttentionExplorer(CAUSAL, TOKENS, contributions=WEIGHTS, causal=True),
+                 ValueError, ["causal=True, but contributions has", "above the diagonal"],
+                 id="causal-contributions"),
 ]
 
 
@@ -884,3 +919,173 @@ def test_with_scripts_off_the_notice_shows(browser, sentences_explorer):
         expect(root.locator(".attnx-ctl-sentence")).to_be_hidden(timeout=TIMEOUT)
     finally:
         context.close()
+
+
+# ---------------------------------------------------------------- causal (decoder) maps
+
+#: (rows, key) cells of a 5-token causal map: above the diagonal, a key after its query.
+ABOVE = [(i, j) for i in range(5) for j in range(5) if j > i]
+RIVER_BANK = "The river bank was muddy after the storm, so we walked along the bank."
+MASKED = "masked: key after the query"
+
+
+def test_causal_fragment_of_thirty_layers_of_nine_heads_fits_the_budget(record_property):
+    """SmolLM2's size (30 layers x 9 heads) on 12 tokens: as bytes, only the triangle."""
+    weights = causal_weights(30, 9, 12, 12)
+    explorer = explore(weights, [f"tok{i}" for i in range(12)], causal=True, compact=True)
+    fragment = explorer.to_html()
+    size = len(fragment.encode("utf-8"))
+    record_property("fragment_kB", round(size / 1000, 1))
+    assert size < BUDGET, f"{size / 1000:.1f} kB"
+    data = script_data(fragment)
+    assert data["causal"] is True and data["scale"] == 255 and data["digits"] == 3
+    shipped = shipped_bytes(data["w"])
+    assert shipped.size == 30 * 9 * 12 * 13 // 2  # the triangle key <= query, not 144 a map
+    rows, cols = np.tril_indices(12)
+    np.testing.assert_allclose(shipped, explorer.shipped()[..., rows, cols].ravel(), atol=1e-12)
+    # The whole square would add about 24 kB.
+    assert len(explore(weights, None, compact=True).to_html()) > size + 20_000
+
+
+def test_causal_flag_reaches_the_data_and_an_encoders_data_is_unchanged():
+    from attnbook.plots import HATCH_GREY, MASKED_GREY
+
+    data = script_data(explore(CAUSAL, TOKENS, causal=True).to_html())
+    assert data["causal"] is True and data["masked"] == [MASKED_GREY, HATCH_GREY]
+    assert data["scale"] == 10_000 and len(data["w"]) == 2 * 3 * 15  # 4 decimals, triangle
+    rows, cols = np.tril_indices(5)
+    values = np.asarray(data["w"]).reshape(2, 3, 15) / 10_000
+    np.testing.assert_allclose(values, CAUSAL.double().numpy()[..., rows, cols], atol=0.5e-4)
+    # The same numbers without causal=True: every cell travels and no flag is added.
+    plain = script_data(explore(CAUSAL, TOKENS).to_html())
+    assert "causal" not in plain and "masked" not in plain and len(plain["w"]) == 2 * 3 * 25
+    assert explore(CAUSAL, TOKENS, causal=True).causal and not explore(CAUSAL, TOKENS).causal
+
+
+def test_sentences_must_agree_on_causal():
+    first = AttentionExplorer(CAUSAL, TOKENS, causal=True, label="decoder")
+    first.others = [AttentionExplorer(CAUSAL, TOKENS, label="encoder")]
+    with pytest.raises(ValueError, match=re.escape(
+            "every sentence needs causal=True, got causal=False for 'encoder'")):
+        first.to_html()
+
+
+def test_print_fallback_hatches_the_masked_cells():
+    """The PNG greys out the triangle above the diagonal, and says so."""
+    import matplotlib.image
+
+    from attnbook.plots import MASKED_GREY
+
+    def grey_share(explorer: AttentionExplorer) -> float:
+        pixels = matplotlib.image.imread(io.BytesIO(explorer.to_png()))[..., :3]
+        grey = np.array([int(MASKED_GREY[k:k + 2], 16) for k in (1, 3, 5)]) / 255
+        return float((np.abs(pixels - grey).max(axis=-1) < 2 / 255).mean())
+
+    causal = explore(CAUSAL, TOKENS, causal=True)
+    check_print_and_web_editions(causal, '<div class="attnbook-explorer"')
+    assert grey_share(causal) > 0.05  # 10 of the 25 cells
+    assert grey_share(explore(CAUSAL, TOKENS)) < 0.002
+
+
+@pytest.fixture(scope="module")
+def smollm2_explorer():
+    return explore_sentences({'river "bank"': RIVER_BANK}, "smollm2", title="SmolLM2-135M")
+
+
+def test_smollm2_sentence_is_causal_and_fits_the_budget(smollm2_explorer, record_property):
+    explorer = smollm2_explorer
+    layers, heads, n, _ = explorer.shape
+    assert (layers, heads) == (30, 9) and 12 <= n <= 20
+    assert explorer.causal and explorer.compact and explorer.contributions is None
+    assert not np.triu(explorer.weights, k=1).any()  # exact: the model's mask writes 0
+    fragment = explorer.to_html()
+    size = len(fragment.encode("utf-8"))
+    record_property("fragment_kB", round(size / 1000, 1))
+    assert size < BUDGET, f"{size / 1000:.1f} kB"
+    data = script_data(fragment)
+    assert data["causal"] is True and data["c"] is None
+    assert len(shipped_bytes(data["w"])) == 30 * 9 * n * (n + 1) // 2
+    # An encoder's contributions need BERT's layers; asking for them on a decoder says so.
+    with pytest.raises(ValueError, match="value vectors need a BERT-style encoder"):
+        explore_sentences({"x": RIVER_BANK}, "smollm2", contributions=True)
+
+
+@pytest.mark.browser
+def test_causal_cells_read_as_masked_not_as_zero(page):
+    """Above the diagonal: hatched grey, "masked" in the readout, the bars and the tiles;
+    a weight of exactly 0 below it still reads and looks like a weight."""
+    from attnbook.plots import MASKED_GREY
+
+    grey = "rgb({}, {}, {})".format(*(int(MASKED_GREY[k:k + 2], 16) for k in (1, 3, 5)))
+    root = show(page, explore(CAUSAL, TOKENS, causal=True).to_html())
+    masked_cells = root.locator(".attnx-cell.attnx-masked")
+    expect(masked_cells).to_have_count(len(ABOVE), timeout=TIMEOUT)
+    assert [tuple(int(c.get_attribute(a)) for a in ("data-q", "data-k"))
+            for c in masked_cells.all()] == ABOVE
+    for i, j in ABOVE:
+        assert background(cell(root, i, j)) == grey
+        assert cell(root, i, j).get_attribute("data-w") == "masked"
+    assert "repeating-linear-gradient" in cell(root, 0, 4).evaluate(
+        "e => getComputedStyle(e).backgroundImage")
+    expect(cell(root, 0, 4)).to_have_attribute("aria-label",
+                                               f"query [CLS], key down: {MASKED}")
+    # Exactly 0 below the diagonal is a weight: the darkest viridis colour, read as 0.0000.
+    assert background(cell(root, 2, 0)) == rgb(0.0) != grey
+    cell(root, 2, 0).hover()
+    expect(root.locator(".attnx-r-w")).to_have_text("0.0000", timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-what")).to_have_text("weight", timeout=TIMEOUT)
+
+    cell(root, 1, 3).hover()
+    expect(root.locator(".attnx-r-what")).to_have_text(MASKED, timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-w")).to_be_hidden(timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-k")).to_have_text(TOKENS[3], timeout=TIMEOUT)
+    assert "0.0000" not in root.locator(".attnx-readout").text_content()
+
+    cell(root, 3, 3).focus()  # the keyboard reads the same
+    expect(root.locator(".attnx-r-w")).to_have_text(fmt(CAUSAL[0, 0, 3, 3]), timeout=TIMEOUT)
+    page.keyboard.press("ArrowRight")
+    expect(cell(root, 3, 4)).to_be_focused(timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-what")).to_have_text(MASKED, timeout=TIMEOUT)
+    page.keyboard.press("Enter")  # the row as bars: the keys after the query are masked
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(CAUSAL[0, 0, 3, j]) for j in range(4)] + ["masked"], timeout=TIMEOUT)
+    tracks = root.locator(".attnx-bar-track")
+    assert [t.evaluate("e => e.classList.contains('attnx-masked')") for t in tracks.all()] == \
+        [False] * 4 + [True]
+    root.locator(".attnx-qbtn").nth(1).click()
+    expect(root.locator(".attnx-bar-val")).to_have_text(
+        [fmt(CAUSAL[0, 0, 1, j]) for j in range(2)] + ["masked"] * 3, timeout=TIMEOUT)
+
+    tile = root.locator(".attnx-tile canvas").nth(1)
+    for (i, j), expected in (((0, 4), grey), ((4, 0), rgb(CAUSAL[0, 1, 4, 0]))):
+        r, g, b = tile.evaluate(
+            f"c => Array.from(c.getContext('2d').getImageData({j}, {i}, 1, 1).data.slice(0, 3))")
+        assert f"rgb({r}, {g}, {b})" == expected
+    root.get_by_label("Colours").select_option("head")  # the stretched scale skips the mask
+    top = float(np.rint(CAUSAL[0, 0].max().item() * 10_000) / 10_000)
+    expect(root.locator(".attnx-cbar-hi")).to_have_text(f"{top:.3g}", timeout=TIMEOUT)
+    expect(cell(root, 0, 4)).to_have_css("background-color", grey, timeout=TIMEOUT)
+    expect(root.locator(".attnx-legend")).to_contain_text("masked (key after the query)",
+                                                          timeout=TIMEOUT)
+    assert page.seen["errors"] == [] and page.seen["requests"] == []
+
+
+@pytest.mark.browser
+def test_smollm2_explorer_shows_its_triangle(page, smollm2_explorer):
+    """The real decoder in Chromium: every cell above the diagonal reads as masked, in every
+    layer picked, and the page logs no error."""
+    explorer = smollm2_explorer
+    n = explorer.shape[2]
+    root = show(page, explorer.to_html())
+    expect(root.locator(".attnx-cell.attnx-masked")).to_have_count(n * (n - 1) // 2,
+                                                                   timeout=TIMEOUT)
+    expect(root.locator(".attnx-tile")).to_have_count(9, timeout=TIMEOUT)
+    root.get_by_label("Layer", exact=True).select_option("29")
+    root.get_by_label("Head", exact=True).select_option("8")
+    cell(root, 2, n - 1).hover()
+    expect(root.locator(".attnx-r-what")).to_have_text(MASKED, timeout=TIMEOUT)
+    expect(root.locator(".attnx-r-where")).to_have_text("(layer 29, head 8)", timeout=TIMEOUT)
+    cell(root, n - 1, 2).hover()
+    expect(root.locator(".attnx-r-w")).to_have_text(
+        fmt3(explorer.shipped()[29, 8, n - 1, 2]), timeout=TIMEOUT)
+    assert page.seen["errors"] == [] and page.seen["requests"] == []

@@ -25,6 +25,11 @@ Design notes:
   not interfere and the page's theme does not leak in.
 - The weights travel as integer ten-thousandths (4 decimals): a (6, 12, 15, 15) input makes
   a fragment of about 80 kB.
+- A causal (decoder) model's map is a triangle: key ``j`` after query ``i`` is forbidden, not
+  merely small. With ``causal=True`` only the triangle ``j <= i`` travels (about half the
+  numbers), and the widget paints the forbidden cells hatched grey (the book's
+  :data:`~attnbook.plots.MASKED_GREY`) and reads them out as "masked: key after the query",
+  never as a weight of 0.
 - The widget is a white panel in the book's figure style (viridis, Okabe-Ito), so it reads
   the same in the theme's light and dark modes.
 - The CSS and JavaScript live in ``attnbook/explorer_assets/`` (package data, read with
@@ -48,7 +53,15 @@ import matplotlib as mpl
 import numpy as np
 import torch
 
-from attnbook.plots import HEATMAP_CMAP, OKABE_ITO, book_style, draw_heatmap
+from attnbook.plots import (
+    HATCH_GREY,
+    HEATMAP_CMAP,
+    MASKED_GREY,
+    OKABE_ITO,
+    book_style,
+    draw_heatmap,
+    shade_masked,
+)
 
 __all__ = ["AttentionExplorer", "explore", "explore_sentences", "value_contributions",
            "value_vectors", "weight_colour"]
@@ -162,6 +175,24 @@ def _to_bytes(array: np.ndarray, name: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+def _check_causal(array: np.ndarray, name: str) -> None:
+    """Refuse ``causal=True`` for maps that are not square or hold a nonzero value above
+    the diagonal (a key after its query), where a causal model has exactly 0."""
+    rows, cols = array.shape[-2:]
+    if rows != cols:
+        raise ValueError(f"causal=True needs square maps (each token attends to itself and the "
+                         f"earlier ones), got L = {rows} query rows and S = {cols} key columns")
+    above = np.triu(np.ones((rows, cols), dtype=bool), k=1)  # (L, S): key after query
+    nonzero = (array != 0) & above  # exact: a causal model writes 0 there
+    if nonzero.any():
+        first = tuple(int(i) for i in np.argwhere(nonzero)[0])
+        raise ValueError(
+            f"causal=True, but {name} has {int(nonzero.sum())} nonzero value"
+            f"{'s' * (int(nonzero.sum()) != 1)} above the diagonal (a key after its query), "
+            f"the first {array[first]:g} at (layer, head, query, key) = {first}; a causal "
+            f"model's are exactly 0 (pass causal=False for an encoder's maps)")
+
+
 def _bert_layers(loaded: object) -> list:
     encoder = getattr(loaded.model, "encoder", None)
     if encoder is None or not hasattr(encoder, "layer"):
@@ -227,7 +258,8 @@ class AttentionExplorer:
     - ``weights``: float64 array ``(layers, heads, L, S)``, as given (not rounded);
     - ``tokens`` (``L`` query labels), ``key_tokens`` (``S`` key labels),
       ``layer_names``, ``head_names``: lists of strings;
-    - ``title``: str or None; ``vmin``, ``vmax``: the ends of the colour scale.
+    - ``title``: str or None; ``vmin``, ``vmax``: the ends of the colour scale;
+    - ``causal``: True when a key after its query is masked (a decoder's triangle).
     """
 
     def __init__(self, weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
@@ -236,8 +268,12 @@ class AttentionExplorer:
                  head_names: Iterable[object] | None = None, title: str | None = None,
                  vmin: float | None = None, vmax: float | None = None,
                  contributions: torch.Tensor | np.ndarray | None = None,
-                 label: str | None = None) -> None:
+                 label: str | None = None, causal: bool = False,
+                 compact: bool = False) -> None:
         array = _as_array(weights)
+        for name, flag in (("causal", causal), ("compact", compact)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {type(flag).__name__}")
         n_layers, n_heads, n_rows, n_cols = array.shape
         if key_tokens is None and n_rows != n_cols:
             raise ValueError(
@@ -282,6 +318,12 @@ class AttentionExplorer:
         self.label = label
         self.contributions = None if contributions is None else _shares(contributions,
                                                                         array.shape)
+        if causal:
+            _check_causal(array, "weights")
+            if self.contributions is not None:
+                _check_causal(self.contributions, "contributions")
+        self.causal = causal
+        self._bytes = compact
         #: Further sentences shown from the same widget (see :func:`explore_sentences`).
         self.others: list[AttentionExplorer] = []
 
@@ -297,19 +339,28 @@ class AttentionExplorer:
 
     @property
     def compact(self) -> bool:
-        """True when the numbers travel as bytes (several sentences or contributions)."""
-        return bool(self.others) or self.contributions is not None
+        """True when the numbers travel as bytes (asked for, several sentences, or
+        contributions)."""
+        return self._bytes or bool(self.others) or self.contributions is not None
+
+    def _travelling(self, array: np.ndarray) -> np.ndarray:
+        """What of ``array`` travels: all of it, or with ``causal`` only the triangle
+        ``key <= query`` of each map, row by row, ``(layers, heads, L (L + 1) / 2)``."""
+        if not self.causal:
+            return array
+        rows, cols = np.tril_indices(array.shape[-1])
+        return array[..., rows, cols]  # (layers, heads, L (L + 1) / 2)
 
     def _sentence_data(self, compact: bool) -> dict:
         rows, cols = self.shape[2:]
         data = {"label": self.label, "rows": rows, "cols": cols, "tokens": self.tokens,
                 "keys": None if self._shared_keys else self.key_tokens}
         if compact:
-            data["w"] = _to_bytes(self.weights, "weights")
+            data["w"] = _to_bytes(self._travelling(self.weights), "weights")
             data["c"] = (None if self.contributions is None else
-                         _to_bytes(self.contributions, "contributions"))
-        else:  # flat integers, in (layers, heads, L, S) order
-            data["w"], data["c"] = self._quanta.ravel().tolist(), None
+                         _to_bytes(self._travelling(self.contributions), "contributions"))
+        else:  # flat integers, in (layers, heads, L, S) order (or the triangle's)
+            data["w"], data["c"] = self._travelling(self._quanta).ravel().tolist(), None
         return data
 
     def shipped(self, which: str = "weights") -> np.ndarray:
@@ -330,6 +381,9 @@ class AttentionExplorer:
             if other.shape[:2] != (layers, heads):
                 raise ValueError(f"every sentence needs {layers} layers of {heads} heads, "
                                  f"got {other.shape[:2]} for {other.label!r}")
+            if other.causal != self.causal:
+                raise ValueError(f"every sentence needs causal={self.causal}, got "
+                                 f"causal={other.causal} for {other.label!r}")
         data = {
             "id": uid,
             "layers": layers, "heads": heads,
@@ -342,6 +396,8 @@ class AttentionExplorer:
             **self._sentence_data(compact),
             "more": [other._sentence_data(compact) for other in self.others],
         }
+        if self.causal:  # absent otherwise, so an encoder's data stays as it was
+            data["causal"], data["masked"] = True, [MASKED_GREY, HATCH_GREY]
         text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         # Nothing inside the script may close it, open a comment or spell a URL.
         return (text.replace("<", "\\u003c").replace(">", "\\u003e")
@@ -383,6 +439,8 @@ class AttentionExplorer:
                 f"interactive explorer of all {n_maps} map{'s' * (n_maps != 1)}{more}."
                 if n_maps > 1 or more else
                 "Print edition: a still picture. Online, this is an interactive explorer.")
+        if self.causal:
+            note += " Hatched grey: masked (a key after its query)."
         panels = [(self.weights, "weights", "weight")]
         if self.contributions is not None:
             panels.append((self.contributions, "contributions (row shares)",
@@ -399,6 +457,9 @@ class AttentionExplorer:
                 draw_heatmap(ax, array[layer, head], self.tokens, self.key_tokens,
                              title=name if len(panels) > 1 else top,
                              vmin=self.vmin, vmax=self.vmax, label=label)
+                if self.causal:
+                    shade_masked(ax, np.tril(np.ones((rows, cols), dtype=bool)),
+                                 array[layer, head])
             if len(panels) > 1:
                 figure.suptitle(top, fontsize=11)
             figure.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=9,
@@ -429,7 +490,8 @@ def explore(weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
             key_tokens: Iterable[object] | None = None,
             layer_names: Iterable[object] | None = None,
             head_names: Iterable[object] | None = None, title: str | None = None,
-            vmin: float | None = None, vmax: float | None = None) -> AttentionExplorer:
+            vmin: float | None = None, vmax: float | None = None, causal: bool = False,
+            compact: bool = False) -> AttentionExplorer:
     """An interactive explorer of attention weights (shows itself in Jupyter and the book).
 
     Args:
@@ -443,6 +505,12 @@ def explore(weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
         title: a title shown above the widget.
         vmin, vmax: the ends of the colour scale; by default ``[0, 1]``, widened to the
             smallest and largest weight if those lie outside.
+        causal: the maps are a causal (decoder) model's: every key after its query is
+            masked. Those cells must hold exactly 0; the widget and the PNG show them hatched
+            grey and read them out as masked, and only the triangle travels.
+        compact: ship the numbers as bytes (steps of ``1/255``, 3 decimals shown) instead of
+            ten-thousandths: about a third of the size, for large inputs such as a 30-layer
+            model.
 
     Returns:
         An :class:`AttentionExplorer`; ``.save(path)`` writes it as a standalone HTML file.
@@ -450,15 +518,17 @@ def explore(weights: torch.Tensor | np.ndarray, tokens: Iterable[object] | None,
     Raises:
         TypeError: ``weights`` is not a real tensor or array, or a label list is a string.
         ValueError: a wrong number of dimensions, an empty or non-finite ``weights``, a
-            non-square map without ``key_tokens``, a label list of the wrong length, or
-            ``vmin >= vmax``. Raised before any HTML is built.
+            non-square map without ``key_tokens``, a label list of the wrong length,
+            ``vmin >= vmax``, or ``causal=True`` with a non-square map or a nonzero weight
+            above the diagonal. Raised before any HTML is built.
     """
     return AttentionExplorer(weights, tokens, key_tokens=key_tokens, layer_names=layer_names,
-                             head_names=head_names, title=title, vmin=vmin, vmax=vmax)
+                             head_names=head_names, title=title, vmin=vmin, vmax=vmax,
+                             causal=causal, compact=compact)
 
 
 def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
-                      title: str | None = None, contributions: bool = True
+                      title: str | None = None, contributions: bool | None = None
                       ) -> AttentionExplorer:
     """One explorer of several sentences, each run through a pretrained model now.
 
@@ -468,10 +538,12 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
             default model).
         title: a title shown above the widget.
         contributions: also ship ``||A_ij f(x_j)||`` (:func:`value_contributions`), each row
-            scaled to add up to 1, behind the widget's "Show" menu.
+            scaled to add up to 1, behind the widget's "Show" menu. They need a BERT-style
+            encoder; None (the default) ships them for one and not for a decoder.
 
     Returns:
-        An :class:`AttentionExplorer` of the first sentence whose ``others`` hold the rest.
+        An :class:`AttentionExplorer` of the first sentence whose ``others`` hold the rest,
+        causal when the model is (``PretrainedModel.is_causal``: SmolLM2, GPT-2).
         Its numbers travel as bytes (``1/255`` steps) to keep the page small;
         :meth:`AttentionExplorer.shipped` gives them as shipped.
     """
@@ -483,6 +555,8 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
     from attnbook.pretrained import attention_maps, resolve_model
 
     loaded = resolve_model(model)
+    if contributions is None:
+        contributions = not loaded.is_causal
     explorers = []
     for label, text in sentences.items():
         if not isinstance(label, str) or not isinstance(text, str):
@@ -496,7 +570,7 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
         explorers.append(AttentionExplorer(
             weights, tokens, layer_names=[f"layer {i}" for i in range(layers)],
             head_names=[f"head {i}" for i in range(heads)], title=title,
-            contributions=norms, label=label))
+            contributions=norms, label=label, causal=loaded.is_causal, compact=True))
     first = explorers[0]
     first.others = explorers[1:]
     return first

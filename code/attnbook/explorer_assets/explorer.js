@@ -7,7 +7,8 @@ root.setAttribute("data-attnx-ready", "1");
 var NL = D.layers, NH = D.heads, SC = D.scale, DIG = D.digits;
 var VMIN = D.vmin, VMAX = D.vmax, LUT = D.lut;
 var SETS = [D].concat(D.more || []);
-var L, S, W, C, QT, KT;
+var CAUSAL = D.causal === true, MASKED = "masked: key after the query";
+var L, S, T, W, C, QT, KT;
 var st = { set: 0, view: "w", layer: 0, head: 0, row: 0, col: 0, query: -1, shown: null };
 var RGB = [];
 var k, i, j, h;
@@ -43,8 +44,11 @@ function addDiv(parent, cls, role) {
   parent.appendChild(e);
   return e;
 }
+function masked(r, c) { return CAUSAL && c > r; }
 function value(l, hd, r, c) {
-  return (st.view === "c" && C ? C : W)[((l * NH + hd) * L + r) * S + c] / SC;
+  var a = st.view === "c" && C ? C : W;
+  if (!CAUSAL) { return a[((l * NH + hd) * L + r) * S + c] / SC; }
+  return c > r ? 0 : a[(l * NH + hd) * T + r * (r + 1) / 2 + c] / SC;
 }
 function lutIndex(v, lo, hi) {
   var t = (v - lo) / (hi - lo);
@@ -55,7 +59,9 @@ function lutIndex(v, lo, hi) {
 function span(l, hd) {
   if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
   var top = -Infinity;
-  for (var m = 0; m < L * S; m++) { top = Math.max(top, value(l, hd, 0, m)); }
+  for (var r = 0; r < L; r++) {
+    for (var c = 0; c < S; c++) { if (!masked(r, c)) { top = Math.max(top, value(l, hd, r, c)); } }
+  }
   return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
 }
 function fmt(v) { return v.toFixed(DIG); }
@@ -95,7 +101,8 @@ var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases =
 var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
 function build() {
 var d = SETS[st.set];
-L = d.rows; S = d.cols; W = d.w; C = d.c; QT = d.tokens; KT = d.keys || d.tokens;
+L = d.rows; S = d.cols; T = L * (L + 1) / 2; W = d.w; C = d.c; QT = d.tokens;
+KT = d.keys || d.tokens;
 cells = []; qbtns = []; colheads = []; bars = [];
 grid.textContent = ""; barsList.textContent = ""; querySel.textContent = "";
 st.row = 0; st.col = 0; st.query = -1; st.shown = null;
@@ -126,6 +133,7 @@ for (i = 0; i < L; i++) {
     c.tabIndex = (i === 0 && j === 0) ? 0 : -1;
     c.setAttribute("data-q", String(i));
     c.setAttribute("data-k", String(j));
+    if (masked(i, j)) { c.classList.add("attnx-masked"); }
     cells.push(c);
   }
 }
@@ -146,7 +154,7 @@ for (j = 0; j < S; j++) {
   br.appendChild(bk);
   br.appendChild(track);
   br.appendChild(bv);
-  bars.push([fill, bv]);
+  bars.push([fill, bv, track]);
 }
 if (out) { out.hint.hidden = false; out.body.hidden = true; }
 barsList.hidden = true;
@@ -173,13 +181,23 @@ for (k = 0; k <= 16; k++) {
   stops.push("#" + LUT.substr(6 * Math.round(255 * k / 16), 6) + " " + (100 * k / 16) + "%");
 }
 find("attnx-cbar").style.backgroundImage = "linear-gradient(to right, " + stops.join(", ") + ")";
+var MRGB = null;
+if (CAUSAL) {
+  root.style.setProperty("--attnx-masked", D.masked[0]);
+  root.style.setProperty("--attnx-hatch", D.masked[1]);
+  MRGB = [1, 3, 5].map(function (x) { return parseInt(D.masked[0].substr(x, 2), 16); });
+  var key = make("span", "attnx-masked-key");
+  key.appendChild(make("span", "attnx-swatch attnx-masked"));
+  key.appendChild(document.createTextNode(" masked (key after the query)"));
+  find("attnx-legend").appendChild(key);
+}
 
 build();
 
 out = {
   hint: find("attnx-r-hint"), body: find("attnx-r-body"), q: find("attnx-r-q"),
   i: find("attnx-r-i"), k: find("attnx-r-k"), j: find("attnx-r-j"), w: find("attnx-r-w"),
-  where: find("attnx-r-where")
+  where: find("attnx-r-where"), what: find("attnx-r-what")
 };
 function where() { return "(" + D.layerNames[st.layer] + ", " + D.headNames[st.head] + ")"; }
 function show(r, c) {
@@ -194,7 +212,9 @@ function show(r, c) {
   out.i.textContent = String(r);
   out.k.textContent = KT[c];
   out.j.textContent = String(c);
-  out.w.textContent = fmt(value(st.layer, st.head, r, c));
+  out.what.textContent = masked(r, c) ? MASKED : st.view === "c" && C ? "contribution" : "weight";
+  out.w.hidden = masked(r, c);
+  out.w.textContent = masked(r, c) ? "" : fmt(value(st.layer, st.head, r, c));
   out.where.textContent = where();
   out.hint.hidden = true;
   out.body.hidden = false;
@@ -210,9 +230,10 @@ function drawBars() {
     (st.view === "c" && C ? "takes its contributions from" : "attends to") + ", in " +
     D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
   for (var c = 0; c < S; c++) {
-    var v = value(st.layer, st.head, r, c);
-    bars[c][0].style.width = barWidth(v);
-    bars[c][1].textContent = fmt(v);
+    var v = value(st.layer, st.head, r, c), off = masked(r, c);
+    bars[c][0].style.width = off ? "0%" : barWidth(v);
+    bars[c][1].textContent = off ? "masked" : fmt(v);
+    bars[c][2].classList.toggle("attnx-masked", off);
   }
   barsList.hidden = false;
 }
@@ -224,7 +245,7 @@ function drawTiles() {
     var img = ctx.createImageData(S, L), px = img.data, p = 0, lh = span(st.layer, hd);
     for (var r = 0; r < L; r++) {
       for (var c = 0; c < S; c++) {
-        var rgb = RGB[lutIndex(value(st.layer, hd, r, c), lh[0], lh[1])];
+        var rgb = masked(r, c) ? MRGB : RGB[lutIndex(value(st.layer, hd, r, c), lh[0], lh[1])];
         px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
         p += 4;
       }
@@ -238,6 +259,11 @@ function paint() {
   find("attnx-cbar-hi").textContent = tick(lh[1]);
   for (var r = 0; r < L; r++) {
     for (var c = 0; c < S; c++, m++) {
+      if (masked(r, c)) {
+        cells[m].setAttribute("data-w", "masked");
+        cells[m].setAttribute("aria-label", "query " + QT[r] + ", key " + KT[c] + ": " + MASKED);
+        continue;
+      }
       var v = value(st.layer, st.head, r, c), s = fmt(v);
       cells[m].style.backgroundColor = "#" + LUT.substr(6 * lutIndex(v, lh[0], lh[1]), 6);
       cells[m].setAttribute("data-w", s);
