@@ -21,6 +21,12 @@ import torch.nn.functional as F
 from exercise_solutions.causal_masks import my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
+from exercise_solutions.language_model import (
+    cache_bytes_per_token,
+    cached_rope_step,
+    repeat_kv,
+    window_mask,
+)
 from exercise_solutions.multi_head_attention import my_merge_heads, my_split_heads
 from exercise_solutions.positions import my_alibi_slopes, my_sinusoidal, rope_interleaved
 from exercise_solutions.pytorch_implementation import MySimpleAttention
@@ -34,9 +40,12 @@ from attnbook.checks import (
     ExerciseCheckError,
     check_alibi_slopes,
     check_batched_raw_attention,
+    check_cache_bytes_per_token,
+    check_cached_rope_step,
     check_masked_softmax,
     check_nearest_by_cosine,
     check_online_normalizer,
+    check_repeat_kv,
     check_repeat_pattern,
     check_rope_interleaved,
     check_row_entropy,
@@ -44,8 +53,11 @@ from attnbook.checks import (
     check_sinusoidal,
     check_split_merge_heads,
     check_stable_softmax,
+    check_window_mask,
     harness,
 )
+from attnbook.efficient import KVCache
+from attnbook.positions import rope
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = Path(__file__).resolve().parent / "exercise_solutions"
@@ -116,6 +128,35 @@ def alibi_slopes_vectorised(num_heads):
     exponents = torch.cat([torch.arange(1, p + 1, dtype=torch.float64) / p,
                            (2 * torch.arange(num_heads - p, dtype=torch.float64) + 1) / (2 * p)])
     return 2.0 ** (-8.0 * exponents)  # (num_heads,)
+
+
+def repeat_kv_as_in_llama(kv, num_heads):
+    """transformers' repeat_kv: a view expanded on a new group dimension, then reshaped."""
+    *batch, h_kv, S, E = kv.shape
+    if num_heads % h_kv:
+        raise ValueError(f"num_heads={num_heads} is not a multiple of h_kv={h_kv}")
+    groups = num_heads // h_kv
+    expanded = kv[..., :, None, :, :].expand(*batch, h_kv, groups, S, E)
+    return expanded.reshape(*batch, num_heads, S, E)
+
+
+def cache_bytes_from_the_config(config, bytes_per_number=4):
+    """Through the config's own d_head, as a float: 2.0 for keys and values."""
+    return 2.0 * config.num_layers * config.num_kv_heads * config.d_head * bytes_per_number
+
+
+def cached_rope_step_with_the_package(q_new, k_new, v_new, cache, base=10000.0):
+    positions = torch.tensor([cache.next_position])
+    cache.append(rope(k_new, positions, base), v_new)
+    return cache.attend(rope(q_new, positions, base)).output
+
+
+def window_mask_with_loops(L, recent, sinks=0):
+    mask = torch.zeros(L, L, dtype=torch.bool)
+    for i in range(L):
+        for j in range(i + 1):
+            mask[i, j] = i - j < recent or j < sinks
+    return mask
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -582,6 +623,201 @@ def alibi_endless_recursion(num_heads):
     return alibi_endless_recursion(num_heads)
 
 
+def repeat_kv_tiled(kv, num_heads):
+    tiles = [1] * kv.dim()
+    tiles[-3] = num_heads // kv.shape[-3]
+    return kv.repeat(*tiles)
+
+
+def repeat_kv_concatenated(kv, num_heads):
+    return torch.cat([kv] * (num_heads // kv.shape[-3]), dim=-3)
+
+
+def repeat_kv_along_the_sequence(kv, num_heads):
+    return kv.repeat_interleave(num_heads // kv.shape[-3], dim=-2)
+
+
+def repeat_kv_num_heads_times(kv, num_heads):
+    return kv.repeat_interleave(num_heads, dim=-3)
+
+
+def repeat_kv_with_a_batch_only(kv, num_heads):
+    return kv.repeat_interleave(num_heads // kv.shape[1], dim=1)
+
+
+def repeat_kv_unchecked(kv, num_heads):
+    return kv.repeat_interleave(num_heads // kv.shape[-3], dim=-3)
+
+
+def repeat_kv_reshape_unchecked(kv, num_heads):
+    *batch, h_kv, S, E = kv.shape
+    expanded = kv[..., :, None, :, :].expand(*batch, h_kv, num_heads // h_kv, S, E)
+    return expanded.reshape(*batch, num_heads, S, E)
+
+
+def bytes_keys_only(config, bytes_per_number=4):
+    return cache_bytes_per_token(config, bytes_per_number) // 2
+
+
+def bytes_query_heads(config, bytes_per_number=4):
+    return 2 * config.num_layers * config.num_heads * config.d_head * bytes_per_number
+
+
+def bytes_d_model(config, bytes_per_number=4):
+    return 2 * config.num_layers * config.num_kv_heads * config.d_model * bytes_per_number
+
+
+def bytes_as_without_grouping(config, bytes_per_number=4):
+    return 2 * config.num_layers * config.d_model * bytes_per_number
+
+
+def bytes_one_layer(config, bytes_per_number=4):
+    return 2 * config.num_kv_heads * config.d_head * bytes_per_number
+
+
+def bytes_counting_numbers(config, bytes_per_number=4):
+    return 2 * config.num_layers * config.num_kv_heads * config.d_head
+
+
+def bytes_in_bits(config, bytes_per_number=4):
+    return 8 * cache_bytes_per_token(config, bytes_per_number)
+
+
+def bytes_always_float32(config, bytes_per_number=4):
+    return cache_bytes_per_token(config, 4)
+
+
+def bytes_as_a_string(config, bytes_per_number=4):
+    return f"{cache_bytes_per_token(config, bytes_per_number)} bytes"
+
+
+def _step_at(q_new, k_new, v_new, cache, base, q_position, k_position, **rope_options):
+    cache.append(rope(k_new, torch.tensor([k_position]), base, **rope_options), v_new)
+    return cache.attend(rope(q_new, torch.tensor([q_position]), base, **rope_options)).output
+
+
+def step_at_position_0(q_new, k_new, v_new, cache, base=10000.0):
+    return _step_at(q_new, k_new, v_new, cache, base, 0, 0)
+
+
+def step_at_len_cache(q_new, k_new, v_new, cache, base=10000.0):
+    return _step_at(q_new, k_new, v_new, cache, base, len(cache), len(cache))
+
+
+def step_query_after_appending(q_new, k_new, v_new, cache, base=10000.0):
+    position = cache.next_position
+    cache.append(rope(k_new, torch.tensor([position]), base), v_new)
+    return cache.attend(rope(q_new, torch.tensor([cache.next_position]), base)).output
+
+
+def step_counting_from_1(q_new, k_new, v_new, cache, base=10000.0):
+    t = cache.next_position - 1
+    return _step_at(q_new, k_new, v_new, cache, base, t, t)
+
+
+def step_query_not_rotated(q_new, k_new, v_new, cache, base=10000.0):
+    cache.append(rope(k_new, torch.tensor([cache.next_position]), base), v_new)
+    return cache.attend(q_new).output
+
+
+def step_key_not_rotated(q_new, k_new, v_new, cache, base=10000.0):
+    q = rope(q_new, torch.tensor([cache.next_position]), base)
+    cache.append(k_new, v_new)
+    return cache.attend(q).output
+
+
+def step_values_rotated(q_new, k_new, v_new, cache, base=10000.0):
+    position = torch.tensor([cache.next_position])
+    cache.append(rope(k_new, position, base), rope(v_new, position, base))
+    return cache.attend(rope(q_new, position, base)).output
+
+
+def step_interleaved(q_new, k_new, v_new, cache, base=10000.0):
+    t = cache.next_position
+    return _step_at(q_new, k_new, v_new, cache, base, t, t, layout="interleaved")
+
+
+def step_ignoring_the_base(q_new, k_new, v_new, cache, base=10000.0):
+    return cached_rope_step(q_new, k_new, v_new, cache)
+
+
+def step_without_appending(q_new, k_new, v_new, cache, base=10000.0):
+    return cached_rope_step(q_new, k_new, v_new, KVCache(), base)
+
+
+def step_caching_expanded_heads(q_new, k_new, v_new, cache, base=10000.0):
+    groups = q_new.shape[1] // k_new.shape[1]
+    return cached_rope_step(q_new, k_new.repeat_interleave(groups, dim=1),
+                            v_new.repeat_interleave(groups, dim=1), cache, base)
+
+
+def step_with_an_int_position(q_new, k_new, v_new, cache, base=10000.0):
+    position = cache.next_position
+    cache.append(rope(k_new, position, base), v_new)
+    return cache.attend(rope(q_new, position, base)).output
+
+
+def step_rotating_in_place(q_new, k_new, v_new, cache, base=10000.0):
+    q_new.copy_(rope(q_new, torch.tensor([cache.next_position]), base))
+    return cached_rope_step(q_new, k_new, v_new, cache, base)
+
+
+def _window_from(L, recent, sinks, *, causal=True, sinks_causal=True, both_ways=False,
+                 width=None):
+    """(L, L) bool: a way to get the window wrong."""
+    i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    width = recent if width is None else width
+    near = (i - j).abs() < width if both_ways else i - j < width
+    if causal:
+        near = near & (j <= i)
+    sink = (j < sinks) & (j <= i) if sinks_causal else j < sinks
+    return near | sink
+
+
+def window_not_causal(L, recent, sinks=0):
+    return _window_from(L, recent, sinks, causal=False, sinks_causal=False)
+
+
+def window_both_ways(L, recent, sinks=0):
+    return _window_from(L, recent, sinks, causal=False, both_ways=True)
+
+
+def window_sinks_see_the_future(L, recent, sinks=0):
+    return _window_from(L, recent, sinks, sinks_causal=False)
+
+
+def window_one_too_wide(L, recent, sinks=0):
+    return _window_from(L, recent, sinks, width=recent + 1)
+
+
+def window_one_too_narrow(L, recent, sinks=0):
+    return _window_from(L, recent, sinks, width=recent - 1)
+
+
+def window_without_sinks(L, recent, sinks=0):
+    return _window_from(L, recent, 0)
+
+
+def window_reversed(L, recent, sinks=0):
+    return ~window_mask(L, recent, sinks)
+
+
+def window_transposed(L, recent, sinks=0):
+    return window_mask(L, recent, sinks).T
+
+
+def window_as_floats(L, recent, sinks=0):
+    return window_mask(L, recent, sinks).float()
+
+
+def window_additive(L, recent, sinks=0):
+    return torch.zeros(L, L).masked_fill(~window_mask(L, recent, sinks), float("-inf"))
+
+
+def window_with_a_batch_dimension(L, recent, sinks=0):
+    return window_mask(L, recent, sinks)[None]
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
@@ -594,6 +830,12 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
     (check_rope_interleaved, (rope_as_in_gpt_j,)),
     (check_alibi_slopes, (alibi_slopes_as_in_the_paper,)),
     (check_alibi_slopes, (alibi_slopes_vectorised,)),
+    (check_repeat_kv, (repeat_kv_as_in_llama,)),
+    (check_cache_bytes_per_token, (cache_bytes_from_the_config,)),
+    (check_cache_bytes_per_token, (lambda config, b: torch.tensor(
+        cache_bytes_per_token(config, b)),)),
+    (check_cached_rope_step, (cached_rope_step_with_the_package,)),
+    (check_window_mask, (window_mask_with_loops,)),
 ]
 
 
@@ -628,27 +870,37 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
     "positions-ex1": ("positions", "positions", check_sinusoidal, ("my_sinusoidal",)),
     "positions-ex2": ("positions", "positions", check_rope_interleaved, ("rope_interleaved",)),
     "positions-ex3": ("positions", "positions", check_alibi_slopes, ("my_alibi_slopes",)),
+    "language-model-ex1": ("language_model", "language-model", check_repeat_kv,
+                           ("repeat_kv",)),
+    "language-model-ex2": ("language_model", "language-model", check_cache_bytes_per_token,
+                           ("cache_bytes_per_token",)),
+    "language-model-ex3": ("language_model", "language-model", check_cached_rope_step,
+                           ("cached_rope_step",)),
+    "language-model-ex4": ("language_model", "language-model", check_window_mask,
+                           ("window_mask",)),
 }
 
 
 def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[str, object]:
     """The definitions of ``names`` in the solution cells of exercise ``label``, run on their
-    own with what every chapter imports (torch, nn, F, math)."""
+    own with what every chapter imports (torch, nn, F, math) and what those cells import."""
     text = (ROOT / "book" / f"{chapter}.md").read_text()
     start = text.index(f"```{{solution-start}} {label}\n")
     solution = text[start:text.index("```{solution-end}", start)]
-    definitions = []
+    imports, definitions = [], []
     for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", solution, flags=re.S):
         cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)  # front matter
         cell = re.sub(r"\A(:[^\n]*\n)+", "", cell)  # options such as :tags:
-        definitions += [node for node in ast.parse(cell).body
+        body = ast.parse(cell).body
+        imports += [node for node in body if isinstance(node, ast.Import | ast.ImportFrom)]
+        definitions += [node for node in body
                         if isinstance(node, ast.FunctionDef | ast.ClassDef)
                         and node.name in names]
     assert sorted(node.name for node in definitions) == sorted(names), (
         f"the solution of {label} in book/{chapter}.md no longer defines {names}")
     namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
-    exec(compile(ast.Module(body=definitions, type_ignores=[]), f"book/{chapter}.md", "exec"),
-         namespace)
+    exec(compile(ast.Module(body=imports + definitions, type_ignores=[]),
+                 f"book/{chapter}.md", "exec"), namespace)
     return {name: namespace[name] for name in names}
 
 
@@ -886,6 +1138,117 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["got (8, 1, 1), expected (8,)", "one slope per head"]),
     ("ALiBi slopes recursing forever", check_alibi_slopes, (alibi_endless_recursion,),
      ["raised RecursionError", "the recursion never ends"]),
+    ("repeat_kv tiling the heads", check_repeat_kv, (repeat_kv_tiled,),
+     ["check 1 (kv (3, 4, 2) whose head j holds the number j",
+      "query head -> key/value head: expected [0, 0, 1, 1, 2, 2], got [0, 1, 2, 0, 1, 2]",
+      "you tiled the heads (`.repeat`", "`kv.repeat_interleave(g, dim=-3)`"]),
+    ("repeat_kv concatenating copies", check_repeat_kv, (repeat_kv_concatenated,),
+     ["got [0, 1, 2, 0, 1, 2]", "you tiled the heads"]),
+    ("repeat_kv along the sequence", check_repeat_kv, (repeat_kv_along_the_sequence,),
+     ["got (3, 8, 2), expected (6, 4, 2)", "you repeated along the sequence, dim -2"]),
+    ("repeat_kv num_heads times", check_repeat_kv, (repeat_kv_num_heads_times,),
+     ["got (18, 4, 2), expected (6, 4, 2)", "g = num_heads // h_kv = 2 times, not num_heads"]),
+    ("repeat_kv for a batch only", check_repeat_kv, (repeat_kv_with_a_batch_only,),
+     ["check 1", "got (3, 4, 2), expected (6, 4, 2)", "Count dimensions from the end"]),
+    ("repeat_kv with no check that h_kv divides num_heads", check_repeat_kv,
+     (repeat_kv_unchecked,),
+     ["check 7 (3 key/value heads cannot serve 8 query heads: a ValueError)",
+      "returned (1, 6, 2, 4), expected a ValueError", "3 does not divide 8",
+      "check `num_heads % h_kv` first and raise a ValueError that names num_heads"]),
+    ("repeat_kv raising RuntimeError where h_kv does not divide", check_repeat_kv,
+     (repeat_kv_reshape_unchecked,),
+     ["check 7", "raised RuntimeError: shape '[1, 8, 2, 4]' is invalid",
+      "expected: a ValueError", "raise a ValueError that names num_heads"]),
+    ("cache bytes of the keys only", check_cache_bytes_per_token, (bytes_keys_only,),
+     ["check 1 (SmolLM2-135M in float32", "expected bytes_keys_only(smollm2, 4) = 46080",
+      "got bytes_keys_only(smollm2, 4)      = 23040", "count both, the factor 2"]),
+    ("cache bytes of the query heads", check_cache_bytes_per_token, (bytes_query_heads,),
+     ["= 138240", "the num_kv_heads = 3 key/value heads, not the num_heads = 9 query heads"]),
+    ("cache bytes with d_model", check_cache_bytes_per_token, (bytes_d_model,),
+     ["= 414720", "d_head = d_model / num_heads = 64 numbers per token, not d_model = 576"]),
+    ("cache bytes as if there were no grouping", check_cache_bytes_per_token,
+     (bytes_as_without_grouping,), ["= 138240", "not the num_heads = 9 query heads"]),
+    ("cache bytes of one layer", check_cache_bytes_per_token, (bytes_one_layer,),
+     ["= 1536", "multiply by num_layers = 30"]),
+    ("cache bytes counting numbers", check_cache_bytes_per_token, (bytes_counting_numbers,),
+     ["= 11520", "that counts numbers"]),
+    ("cache bytes in bits", check_cache_bytes_per_token, (bytes_in_bits,),
+     ["= 368640", "a byte is 8 bits"]),
+    ("cache bytes always in float32", check_cache_bytes_per_token, (bytes_always_float32,),
+     ["check 2 (SmolLM2-135M in bfloat16", "expected bytes_always_float32(smollm2, 2) = 23040",
+      "use the bytes_per_number you are given"]),
+    ("cache bytes as a string", check_cache_bytes_per_token, (bytes_as_a_string,),
+     ["is a str, expected one number", "return one number"]),
+    ("cached step at position 0", check_cached_rope_step, (step_at_position_0,),
+     ["check 2 (after 5 tokens in a full cache", "the key cached by step_at_position_0",
+      "at positions [0, 1, 2, 3, 4], and cache.next_position was 5",
+      "you rotated the new token at position 0", "rotate at cache.next_position"]),
+    ("cached step at len(cache)", check_cached_rope_step, (step_at_len_cache,),
+     ["check 3 (a window of 4 with 1 sink after 9 tokens: len(cache) is 5, next_position 9)",
+      "at positions [0, 5, 6, 7, 8], and cache.next_position was 9",
+      "you rotated at len(cache) = 5", "its window has dropped 4",
+      "cache.next_position = 9"]),
+    ("cached step turning the query after appending", check_cached_rope_step,
+     (step_query_after_appending,),
+     ["check 2", "wrong values in the output", "one position too far",
+      "read cache.next_position = 5 before appending"]),
+    ("cached step counting positions from 1", check_cached_rope_step,
+     (step_counting_from_1,),
+     ["check 1 (the first token", "one position short", "positions count from 0",
+      "not -1"]),
+    ("cached step without turning the query", check_cached_rope_step,
+     (step_query_not_rotated,),
+     ["check 2", "wrong values in the output", "at position 0 (or not at all"]),
+    ("cached step caching the key unturned", check_cached_rope_step, (step_key_not_rotated,),
+     ["check 2", "the key cached by", "at position 0 (or not at all"]),
+    ("cached step turning the values", check_cached_rope_step, (step_values_rotated,),
+     ["check 2", "the value cached by", "values are not rotated"]),
+    ("cached step in the interleaved layout", check_cached_rope_step, (step_interleaved,),
+     ["check 2", "interleaved layout", "half-split"]),
+    ("cached step ignoring the base", check_cached_rope_step, (step_ignoring_the_base,),
+     ["check 4 (SmolLM2's heads and base", "use the base you are given"]),
+    ("cached step that does not append", check_cached_rope_step, (step_without_appending,),
+     ["check 1 (the first token", "cache.next_position is 0, expected 1",
+      "`cache.append(k, v_new)`"]),
+    ("cached step caching expanded heads", check_cached_rope_step,
+     (step_caching_expanded_heads,),
+     ["check 1", "got (1, 4, 1, 8), expected (1, 2, 1, 8)",
+      "cache the h_kv key/value heads as they come"]),
+    ("cached step with an int position", check_cached_rope_step,
+     (step_with_an_int_position,),
+     ["raised TypeError: positions must be a torch.Tensor",
+      "`torch.tensor([cache.next_position])`"]),
+    ("cached step turning the query in place", check_cached_rope_step,
+     (step_rotating_in_place,),
+     ["changed its argument `q_new` in place", "work out of place"]),
+    ("window without the causal part", check_window_mask, (window_not_causal,),
+     ["check 1 (8 tokens, a window of 3, no sinks)", "first wrong at query 0",
+      "expected[0] = x . . . . . . .", "got[0]      = x x x x x x x x",
+      "the causal part is missing", "Add `j <= i`"]),
+    ("window looking both ways", check_window_mask, (window_both_ways,),
+     ["check 1", "got[0]      = x x x . . . . .", "yours looks both ways"]),
+    ("window whose sinks see the future", check_window_mask, (window_sinks_see_the_future,),
+     ["check 2 (8 tokens, a window of 3 and 2 sinks)", "got[0]      = x x . . . . . .",
+      "query 0 cannot see sink 1 before it exists"]),
+    ("window one key too wide", check_window_mask, (window_one_too_wide,),
+     ["check 1", "first wrong at query 3", "expected[3] = . x x x . . . .",
+      "your window holds recent + 1 = 4 keys", "not `<=`"]),
+    ("window one key too narrow", check_window_mask, (window_one_too_narrow,),
+     ["check 1", "first wrong at query 2", "your window holds recent - 1 = 2 keys"]),
+    ("window without sinks", check_window_mask, (window_without_sinks,),
+     ["check 2", "expected[3] = x x x x . . . .", "got[3]      = . x x x . . . .",
+      "the sinks are missing: the first 2 keys"]),
+    ("window of the wrong polarity", check_window_mask, (window_reversed,),
+     ["True means 'may attend'", "nn.MultiheadAttention"]),
+    ("window transposed", check_window_mask, (window_transposed,),
+     ["you built the transpose"]),
+    ("window as floats", check_window_mask, (window_as_floats,),
+     ["has dtype torch.float32, expected torch.bool", "combine them with & and |"]),
+    ("window as an additive mask", check_window_mask, (window_additive,),
+     ["has dtype torch.float32, expected torch.bool", "that is an additive mask"]),
+    ("window with a batch dimension", check_window_mask, (window_with_a_batch_dimension,),
+     ["wrong shape of the mask window_with_a_batch_dimension(8, 3, 0): got (1, 8, 8)",
+      "(L, L)"]),
 ]
 
 
@@ -921,7 +1284,8 @@ READER_CALLS = [
     (check_nearest_by_cosine, 1), (check_batched_raw_attention, 1),
     (check_stable_softmax, 1), (check_row_entropy, 1), (check_masked_softmax, 2),
     (check_repeat_pattern, 2), (check_online_normalizer, 1), (check_sinusoidal, 2),
-    (check_rope_interleaved, 2), (check_alibi_slopes, 1),
+    (check_rope_interleaved, 2), (check_alibi_slopes, 1), (check_repeat_kv, 2),
+    (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
 ]
 
 
@@ -1056,6 +1420,10 @@ def test_the_reader_gets_fresh_copies():
     (check_sinusoidal, "sinusoidal_fn"),
     (check_rope_interleaved, "rope_fn"),
     (check_alibi_slopes, "slopes_fn"),
+    (check_repeat_kv, "repeat_kv_fn"),
+    (check_cache_bytes_per_token, "bytes_fn"),
+    (check_cached_rope_step, "step_fn"),
+    (check_window_mask, "mask_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
@@ -1174,3 +1542,68 @@ def test_the_rope_checker_hands_out_integer_positions_and_float_x():
     assert {dtype for dtype, _, _ in calls} == {torch.float32, torch.float64}
     assert {dtype for _, dtype, _ in calls} == {torch.int64}
     assert ((500.0,) in {base for _, _, base in calls}) and (() in {b for _, _, b in calls})
+
+
+def test_the_language_model_checkers_pass_the_solutions_and_leave_the_random_state_alone(
+        capsys):
+    rng = torch.random.get_rng_state()
+    check_repeat_kv(repeat_kv)
+    check_cache_bytes_per_token(cache_bytes_per_token)
+    check_cached_rope_step(cached_rope_step)
+    check_window_mask(window_mask)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    assert capsys.readouterr().out == ("✓ check_repeat_kv: all 8 checks passed.\n"
+                                       "✓ check_cache_bytes_per_token: all 6 checks passed.\n"
+                                       "✓ check_cached_rope_step: all 5 checks passed.\n"
+                                       "✓ check_window_mask: all 10 checks passed.\n")
+
+
+def test_the_repeat_kv_checker_compares_with_grouped_attention():
+    """Its check 6 runs attention over the reader's expanded keys and values: a function
+    that gets the shapes right and the order wrong fails there too, not only on values."""
+    seen = []
+
+    def spy(kv, num_heads):
+        seen.append((tuple(kv.shape), num_heads))
+        return repeat_kv(kv, num_heads)
+
+    check_repeat_kv(spy)
+    assert ((2, 3, 5, 16), 9) in seen  # k and v of the grouped-attention check
+    assert seen.count(((1, 3, 2, 4), 8)) == 1 and seen.count(((1, 3, 2, 4), 2)) == 1
+
+
+def test_the_cached_step_checker_has_a_window_where_len_is_not_the_position():
+    """Without such a cache the len(cache) mistake would pass: the checker must build one."""
+    seen = []
+
+    def spy(q_new, k_new, v_new, cache, base):
+        seen.append((len(cache), cache.next_position, base, tuple(q_new.shape),
+                     tuple(k_new.shape)))
+        return cached_rope_step(q_new, k_new, v_new, cache, base)
+
+    check_cached_rope_step(spy)
+    assert seen[0][:2] == (0, 0)  # an empty cache first
+    assert any(held < position for held, position, *_ in seen)
+    assert (15, 15, 100000.0, (1, 9, 1, 64), (1, 3, 1, 64)) in seen  # SmolLM2's shapes
+
+
+def test_the_cached_step_checker_hands_the_reader_a_real_cache_it_may_keep_using():
+    caches = []
+
+    def spy(q_new, k_new, v_new, cache, base):
+        caches.append(cache)
+        return cached_rope_step(q_new, k_new, v_new, cache, base)
+
+    check_cached_rope_step(spy)
+    assert all(isinstance(cache, KVCache) for cache in caches)
+    assert len({id(cache) for cache in caches}) == len(caches)  # a new cache every check
+    assert [cache.next_position for cache in caches] == [1, 6, 10, 16, 23]
+
+
+@pytest.mark.parametrize(("L", "recent", "sinks"), [(8, 3, 0), (9, 2, 5), (10, 4, 1)])
+def test_the_window_mistakes_differ_from_the_right_mask(L, recent, sinks):
+    """A known mistake that equals the right mask would be a hint no one can get."""
+    right = window_mask(L, recent, sinks)
+    for wrong in (window_not_causal, window_both_ways, window_one_too_wide,
+                  window_reversed, window_transposed):
+        assert not torch.equal(wrong(L, recent, sinks), right), wrong.__name__

@@ -350,6 +350,10 @@ def test_decoder_config_bad_input():
     with pytest.raises(TypeError, match="num_heads"):
         DecoderConfig(vocab_size=5, d_model=8, num_layers=1, num_heads=2.0, num_kv_heads=1,
                       d_ff=4)
+    for heads, kv_heads in ((3, 1), (4, 3)):
+        with pytest.raises(ValueError, match="must divide"):
+            DecoderConfig(vocab_size=5, d_model=8, num_layers=1, num_heads=heads,
+                          num_kv_heads=kv_heads, d_ff=4)
     with pytest.raises(TypeError, match="config must be a DecoderConfig"):
         Decoder({"vocab_size": 5})
 

@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch import nn
 
+from attnbook.efficient import KVCache
 from attnbook.masks import causal_mask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +65,11 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     }),
     "positions": ("positions", "positions-ex2", {
         "rope_interleaved": lambda m: m.rope_interleaved(torch.randn(2, 3, 4), torch.arange(3)),
+    }),
+    "language_model": ("language-model", "language-model-ex3", {
+        "cached_rope_step": lambda m: m.cached_rope_step(
+            torch.randn(1, 4, 1, 8), torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8),
+            KVCache(), 100000.0),
     }),
 }
 
@@ -156,12 +162,12 @@ def test_folder_has_readme_stub_and_tests(name):
     readme = (folder / "README.md").read_text()
     assert f"`{slug}`" in readme and label in readme
     assert f".venv/bin/python -m pytest exercises/{name}" in readme
+    tests = (folder / f"test_{name}.py").read_text()
+    assert "from .solution import" in tests and "from attnbook.checks import" in tests
     assert f":label: {label}" in (ROOT / "book" / f"{slug}.md").read_text(), (
         f"the chapter book/{slug}.md has no exercise {label} any more: update the folder's "
         f"README and FOLDERS here"
     )
-    tests = (folder / f"test_{name}.py").read_text()
-    assert "from .solution import" in tests and "from attnbook.checks import" in tests
 
 
 @pytest.mark.parametrize("name", FOLDERS)

@@ -199,3 +199,9 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(pretrained.CACHE_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert pretrained.model_cache_dir() == str(tmp_path / "attnbook")
+
+
+def test_long_text_ships_and_is_long_enough(smol):
+    text = pretrained.long_text()
+    assert text.isascii() and text.endswith("\n")
+    assert len(smol.tokenizer(text)["input_ids"][0]) >= 1024  # the chapter reads 1,024

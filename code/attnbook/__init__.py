@@ -6,9 +6,14 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.masks``: causal and padding masks
 - ``attnbook.efficient``: blockwise (online-softmax) attention and a key/value cache
 - ``attnbook.layers``: ``SimpleAttention``, ``SelfAttention``, ``MultiHeadAttention``
+  (with grouped-query heads, causal, RoPE or ALiBi, and a key/value cache)
+- ``attnbook.positions``: sinusoidal positions, RoPE and ALiBi
+- ``attnbook.lengths``: the length-generalisation experiment
+- ``attnbook.decoder``: a LLaMA-style decoder built from the package's attention
 - ``attnbook.plots``: the book's figure style and heatmaps
 - ``attnbook.diagrams``: schematic pictures of the mechanism (one query's trip, multi-head)
-- ``attnbook.pretrained``: a real pretrained transformer (all-MiniLM-L6-v2), offline
+- ``attnbook.pretrained``: real pretrained models, offline: all-MiniLM-L6-v2 (an encoder)
+  and SmolLM2-135M (a decoder, run by ``attnbook.decoder``)
 - ``attnbook.checks``: checkers for the exercises, run on a reader's code
 - ``attnbook.timing``: timing in turns, and the measured ratio in words
 - ``attnbook.training``: synthetic tasks, a tiny attention model and its training loop
@@ -21,8 +26,9 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "checks", "diagrams", "efficient", "explorer", "layers", "masks",
-               "playgrounds", "plots", "pretrained", "timing", "training")
+_SUBMODULES = ("attention", "checks", "decoder", "diagrams", "efficient", "explorer", "layers",
+               "lengths", "masks", "playgrounds", "plots", "positions", "pretrained", "timing",
+               "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -61,6 +61,11 @@ class DecoderConfig:
             require_int(name, getattr(self, name))
         require_real("rope_base", self.rope_base)
         require_real("eps", self.eps)
+        if self.d_model % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads={self.num_heads} must divide d_model={self.d_model}, and "
+                f"num_kv_heads={self.num_kv_heads} must divide num_heads"
+            )
 
     @property
     def d_head(self) -> int:

@@ -273,7 +273,7 @@ class KVCache:
 
     **A sliding window.** ``KVCache(recent=w, sinks=s)`` keeps only what the next query
     may see: the first ``s`` positions of the text and the ``w`` latest ones, the query's
-    own included (StreamingLLM, Xiao et al., 2023). The others are dropped at the next
+    own included (StreamingLLM, Xiao et al., 2024). The others are dropped at the next
     append, and :meth:`attend` masks by position (:func:`attnbook.masks.position_mask`),
     so a prefill of many tokens at once gets the same window as one token at a time.
 

@@ -158,10 +158,9 @@ class MultiHeadAttention(nn.Module):
         heads = self.num_heads if heads is None else require_int("heads", heads)
         width = heads * self.d_head
         if x.dim() < 2 or x.shape[-1] != width:
-            raise ValueError(
-                f"x must have shape (..., L, {heads} heads x d_head={self.d_head} = {width}), "
-                f"got {tuple(x.shape)}"
-            )
+            expected = (f"d_model={width}" if heads == self.num_heads
+                        else f"{heads} heads x d_head={self.d_head} = {width}")
+            raise ValueError(f"x must have shape (..., L, {expected}), got {tuple(x.shape)}")
         x = x.unflatten(-1, (heads, self.d_head))  # (..., L, heads, d_head)
         return x.transpose(-3, -2)  # (..., heads, L, d_head)
 

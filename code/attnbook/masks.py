@@ -54,7 +54,7 @@ def position_mask(query_positions: Tensor, key_positions: Tensor, *,
     A query at position ``p`` may attend to a key at position ``j`` when ``j <= p`` and,
     with a window, when the key is one of the ``recent`` latest positions up to ``p``
     (``p - j < recent``) or one of the first ``sinks`` positions of the text
-    (``j < sinks``), the "attention sinks" that StreamingLLM keeps (Xiao et al., 2023).
+    (``j < sinks``), the "attention sinks" that StreamingLLM keeps (Xiao et al., 2024).
     Positions need not be contiguous: a key/value cache that dropped old tokens passes the
     positions it still holds.
 

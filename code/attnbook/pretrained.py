@@ -56,6 +56,7 @@ __all__ = [
     "layer_inputs",
     "load_decoder",
     "load_model",
+    "long_text",
     "model_cache_dir",
     "nearest_rows",
     "nearest_tokens",
@@ -536,6 +537,15 @@ def attention_maps(text: str, model: PretrainedModel | str | None = None
     """
     weights, _, tokens = _run(text, model)
     return weights.float(), tokens
+
+
+def long_text() -> str:
+    """An original English text of about 1,300 words (1,400 to 1,800 SmolLM2 tokens), written
+    for this book and shipped with the package, for measuring a language model's loss
+    over a long context. It is not in any model's training data."""
+    from importlib.resources import files
+
+    return files("attnbook").joinpath("data", "harbour.txt").read_text(encoding="utf-8")
 
 
 def load_decoder(model: str = "smollm2") -> Decoder:

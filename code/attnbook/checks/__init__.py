@@ -38,6 +38,10 @@ Each checker is named after what it checks and lives in a module named after its
 - ``positions``: :func:`check_sinusoidal` on ``my_sinusoidal(L, E)``,
   :func:`check_rope_interleaved` on ``rope_interleaved(x, positions, base=10000.0)`` and
   :func:`check_alibi_slopes` on ``my_alibi_slopes(num_heads)``
+- ``language-model``: :func:`check_repeat_kv` on ``repeat_kv(kv, num_heads)``,
+  :func:`check_cache_bytes_per_token` on ``cache_bytes_per_token(config, bytes_per_number)``,
+  :func:`check_cached_rope_step` on ``cached_rope_step(q_new, k_new, v_new, cache, base)``
+  and :func:`check_window_mask` on ``window_mask(L, recent, sinks)``
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ from .causal_masks import check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
 from .harness import ExerciseCheckError
+from .language_model import (
+    check_cache_bytes_per_token,
+    check_cached_rope_step,
+    check_repeat_kv,
+    check_window_mask,
+)
 from .multi_head_attention import check_split_merge_heads
 from .positions import check_alibi_slopes, check_rope_interleaved, check_sinusoidal
 from .pytorch_implementation import check_simple_attention
@@ -58,9 +68,12 @@ __all__ = [
     "ExerciseCheckError",
     "check_alibi_slopes",
     "check_batched_raw_attention",
+    "check_cache_bytes_per_token",
+    "check_cached_rope_step",
     "check_masked_softmax",
     "check_nearest_by_cosine",
     "check_online_normalizer",
+    "check_repeat_kv",
     "check_repeat_pattern",
     "check_rope_interleaved",
     "check_row_entropy",
@@ -68,4 +81,5 @@ __all__ = [
     "check_sinusoidal",
     "check_split_merge_heads",
     "check_stable_softmax",
+    "check_window_mask",
 ]

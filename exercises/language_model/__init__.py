@@ -1,0 +1,1 @@
+"""Exercise of the chapter `language-model`: your code is in solution.py."""
