@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from exercise_solutions.causal_masks import my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
+from exercise_solutions.induction_heads import copying_score, mean_ablate, prefix_matching_score
 from exercise_solutions.language_model import (
     cache_bytes_per_token,
     cached_rope_step,
@@ -42,9 +43,12 @@ from attnbook.checks import (
     check_batched_raw_attention,
     check_cache_bytes_per_token,
     check_cached_rope_step,
+    check_copying_score,
     check_masked_softmax,
+    check_mean_ablation,
     check_nearest_by_cosine,
     check_online_normalizer,
+    check_prefix_matching_score,
     check_repeat_kv,
     check_repeat_pattern,
     check_rope_interleaved,
@@ -157,6 +161,49 @@ def window_mask_with_loops(L, recent, sinks=0):
         for j in range(i + 1):
             mask[i, j] = i - j < recent or j < sinks
     return mask
+
+
+def prefix_matching_with_a_loop(weights, period):
+    """One query at a time, the weights summed as tensors and divided by their number."""
+    L = weights.shape[-1]
+    picked = [weights[..., t, t - period + 1] for t in range(period, L)]
+    return sum(picked) / len(picked)
+
+
+def prefix_matching_with_an_offset_diagonal(weights, period):
+    """The whole diagonal t - j = T - 1 (queries T - 1 .. L - 1), then its first entry,
+    query T - 1 of the first copy, dropped."""
+    return weights.diagonal(offset=1 - period, dim1=-2, dim2=-1)[..., 1:].mean(-1)
+
+
+def mean_ablate_through_the_heads(merged, head, num_heads):
+    """Unflatten to (B, L, h, d_head), overwrite one head, flatten back."""
+    heads = merged.unflatten(-1, (num_heads, -1)).clone()
+    heads[..., head, :] = heads[..., head, :].mean(dim=(0, 1))
+    return heads.flatten(-2)
+
+
+def mean_ablate_with_a_mask(merged, head, num_heads):
+    """No slicing at all: every feature's mean, chosen where the feature is the head's."""
+    d_head = merged.shape[-1] // num_heads
+    feature = torch.arange(merged.shape[-1])
+    own = (feature >= head * d_head) & (feature < (head + 1) * d_head)
+    return torch.where(own, merged.mean(dim=(0, 1), keepdim=True), merged)
+
+
+def copying_score_from_the_vocab(w_v, w_o, embed, unembed):
+    """The (V, V) matrix M itself, in the inputs' dtype, returned as a 0-dim tensor."""
+    eigenvalues = torch.linalg.eigvals(unembed @ w_o @ w_v @ embed.T)  # (V,), complex
+    return eigenvalues.real.sum() / eigenvalues.abs().sum()
+
+
+def copying_score_with_numpy(w_v, w_o, embed, unembed):
+    """numpy's eigvals on the small matrix, returning a numpy float64."""
+    import numpy as np
+
+    small = w_v.numpy() @ embed.numpy().T @ unembed.numpy() @ w_o.numpy()
+    eigenvalues = np.linalg.eigvals(small.astype(np.float64))
+    return eigenvalues.real.sum() / np.abs(eigenvalues).sum()
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -818,6 +865,201 @@ def window_with_a_batch_dimension(L, recent, sinks=0):
     return window_mask(L, recent, sinks)[None]
 
 
+def _prefix_over(weights, period, queries, shift=1):
+    """The mean over ``queries`` of the weight on key t - period + shift: a way to get the
+    prefix-matching score wrong."""
+    picked = [weights[..., t, t - period + shift] for t in queries]
+    return torch.stack(picked, dim=-1).mean(-1)
+
+
+def prefix_on_the_earlier_occurrence(weights, period):
+    L = weights.shape[-1]
+    return weights[..., period:, :L - period].diagonal(dim1=-2, dim2=-1).mean(-1)
+
+
+def prefix_over_all_queries(weights, period):
+    t = torch.arange(weights.shape[-1])
+    return weights[..., t, t - period + 1].mean(-1)  # negative keys wrap around
+
+
+def prefix_divided_by_L(weights, period):
+    return prefix_matching_score(weights, period) * (weights.shape[-1] - period) / \
+        weights.shape[-1]
+
+
+def prefix_from_query_T_minus_1(weights, period):
+    return weights.diagonal(offset=1 - period, dim1=-2, dim2=-1).mean(-1)
+
+
+def prefix_from_query_T_plus_1(weights, period):
+    return _prefix_over(weights, period, range(period + 1, weights.shape[-1]))
+
+
+def prefix_without_the_last_query(weights, period):
+    return _prefix_over(weights, period, range(period, weights.shape[-1] - 1))
+
+
+def prefix_one_key_too_far(weights, period):
+    return _prefix_over(weights, period, range(period, weights.shape[-1]), shift=2)
+
+
+def prefix_transposed(weights, period):
+    return prefix_matching_score(weights.transpose(-2, -1), period)
+
+
+def prefix_summed(weights, period):
+    return prefix_matching_score(weights, period) * (weights.shape[-1] - period)
+
+
+def prefix_one_mean_for_all(weights, period):
+    return prefix_matching_score(weights, period).mean()
+
+
+def prefix_default_diagonal(weights, period):
+    L = weights.shape[-1]
+    return weights[..., period:, 1:L - period + 1].diagonal().mean(-1)
+
+
+def prefix_as_a_float(weights, period):
+    return float(prefix_matching_score(weights, period).mean())
+
+
+def prefix_in_place(weights, period):
+    weights[..., :period, :] = 0.0  # "the first copy does not count"
+    return prefix_matching_score(weights, period)
+
+
+def prefix_in_float64(weights, period):
+    return prefix_matching_score(weights.double(), period)
+
+
+def _ablate_with(merged, start, width, value):
+    out = merged.clone()
+    out[..., start:start + width] = value(merged[..., start:start + width])
+    return out
+
+
+def ablate_at_head_times_num_heads(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return _ablate_with(merged, head * num_heads, d_head,
+                        lambda part: part.mean(dim=(0, 1), keepdim=True))
+
+
+def ablate_over_the_features(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return _ablate_with(merged, head * d_head, d_head,
+                        lambda part: part.mean(dim=-1, keepdim=True))
+
+
+def ablate_per_sequence(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return _ablate_with(merged, head * d_head, d_head,
+                        lambda part: part.mean(dim=1, keepdim=True))
+
+
+def ablate_over_the_batch(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return _ablate_with(merged, head * d_head, d_head,
+                        lambda part: part.mean(dim=0, keepdim=True))
+
+
+def ablate_with_zeros(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return _ablate_with(merged, head * d_head, d_head, torch.zeros_like)
+
+
+def ablate_every_head(merged, head, num_heads):
+    return merged.mean(dim=(0, 1), keepdim=True).expand_as(merged)
+
+
+def ablate_returning_the_head_only(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    return mean_ablate(merged, head, num_heads)[..., head * d_head:(head + 1) * d_head]
+
+
+def ablate_in_place(merged, head, num_heads):
+    d_head = merged.shape[-1] // num_heads
+    part = slice(head * d_head, (head + 1) * d_head)
+    merged[..., part] = merged[..., part].mean(dim=(0, 1), keepdim=True)
+    return merged
+
+
+def _small(w_v, w_o, embed, unembed):
+    return w_v.double() @ embed.double().T @ unembed.double() @ w_o.double()  # (d, d)
+
+
+def copying_trace_over_its_size(w_v, w_o, embed, unembed):
+    trace = torch.trace(_small(w_v, w_o, embed, unembed))
+    return float(trace / trace.abs())
+
+
+def copying_over_the_diagonal(w_v, w_o, embed, unembed):
+    small = _small(w_v, w_o, embed, unembed)
+    return float(torch.trace(small) / small.diagonal().abs().sum())
+
+
+def copying_with_singular_values(w_v, w_o, embed, unembed):
+    small = _small(w_v, w_o, embed, unembed)
+    return float(torch.trace(small) / torch.linalg.svdvals(small).sum())
+
+
+def copying_over_absolute_real_parts(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvals(_small(w_v, w_o, embed, unembed))
+    return float(eigenvalues.real.sum() / eigenvalues.real.abs().sum())
+
+
+def copying_unweighted_mean(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvals(_small(w_v, w_o, embed, unembed))
+    return float((eigenvalues.real / eigenvalues.abs()).mean())
+
+
+def copying_nan_where_the_trace_is_zero(w_v, w_o, embed, unembed):
+    """Right, except that it divides by the trace, which only the rotation has at 0: the
+    checker's message for a NaN."""
+    small = _small(w_v, w_o, embed, unembed)
+    trace = torch.trace(small)
+    return float(copying_score(w_v, w_o, embed, unembed) * trace / trace)
+
+
+def copying_with_eigvalsh(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvalsh(_small(w_v, w_o, embed, unembed))
+    return float(eigenvalues.sum() / eigenvalues.abs().sum())
+
+
+def copying_without_the_embeddings(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvals(w_o.double() @ w_v.double())  # (d_model,)
+    return float(eigenvalues.real.sum() / eigenvalues.abs().sum())
+
+
+def copying_with_embed_and_unembed_swapped(w_v, w_o, embed, unembed):
+    return copying_score(w_v, w_o, unembed, embed)
+
+
+def copying_as_a_complex_tensor(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvals(_small(w_v, w_o, embed, unembed))
+    return eigenvalues.sum() / eigenvalues.abs().sum()
+
+
+def copying_as_a_python_complex(w_v, w_o, embed, unembed):
+    return complex(copying_as_a_complex_tensor(w_v, w_o, embed, unembed))
+
+
+def copying_per_eigenvalue(w_v, w_o, embed, unembed):
+    eigenvalues = torch.linalg.eigvals(_small(w_v, w_o, embed, unembed))
+    return eigenvalues.real / eigenvalues.abs()
+
+
+def copying_in_float32(w_v, w_o, embed, unembed):
+    small = w_v.float() @ embed.float().T @ unembed.float() @ w_o.float()
+    eigenvalues = torch.linalg.eigvals(small)
+    return float(eigenvalues.real.sum() / eigenvalues.abs().sum())
+
+
+def copying_normalising_in_place(w_v, w_o, embed, unembed):
+    w_v /= w_v.norm()  # the score does not depend on the scale, but w_v is the caller's
+    return copying_score(w_v, w_o, embed, unembed)
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
@@ -836,6 +1078,12 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
         cache_bytes_per_token(config, b)),)),
     (check_cached_rope_step, (cached_rope_step_with_the_package,)),
     (check_window_mask, (window_mask_with_loops,)),
+    (check_prefix_matching_score, (prefix_matching_with_a_loop,)),
+    (check_prefix_matching_score, (prefix_matching_with_an_offset_diagonal,)),
+    (check_mean_ablation, (mean_ablate_through_the_heads,)),
+    (check_mean_ablation, (mean_ablate_with_a_mask,)),
+    (check_copying_score, (copying_score_from_the_vocab,)),
+    (check_copying_score, (copying_score_with_numpy,)),
 ]
 
 
@@ -878,6 +1126,12 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                            ("cached_rope_step",)),
     "language-model-ex4": ("language_model", "language-model", check_window_mask,
                            ("window_mask",)),
+    "induction-heads-ex1": ("induction_heads", "induction-heads", check_prefix_matching_score,
+                            ("prefix_matching_score",)),
+    "induction-heads-ex2": ("induction_heads", "induction-heads", check_mean_ablation,
+                            ("mean_ablate",)),
+    "induction-heads-ex3": ("induction_heads", "induction-heads", check_copying_score,
+                            ("copying_score",)),
 }
 
 
@@ -1249,6 +1503,122 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
     ("window with a batch dimension", check_window_mask, (window_with_a_batch_dimension,),
      ["wrong shape of the mask window_with_a_batch_dimension(8, 3, 0): got (1, 8, 8)",
       "(L, L)"]),
+    ("prefix matching on the earlier occurrence", check_prefix_matching_score,
+     (prefix_on_the_earlier_occurrence,),
+     ["check 1 (random causal weights (L, L) = (11, 11), T = 6 (L = 2T - 1))",
+      "wrong values in the score prefix_on_the_earlier_occurrence(weights, 6)",
+      "queries 6 .. 10 should read keys 1 .. 5 (key t - T + 1)",
+      "you took key t - T, the earlier occurrence", "the token AFTER it"]),
+    ("prefix matching over all queries", check_prefix_matching_score,
+     (prefix_over_all_queries,),
+     ["check 1", "the L - T = 5 queries of the second copy only", "not over all L = 11",
+      "a negative index wraps around"]),
+    ("prefix matching divided by L", check_prefix_matching_score, (prefix_divided_by_L,),
+     ["check 1", "not over all L = 11"]),
+    ("prefix matching from query T - 1", check_prefix_matching_score,
+     (prefix_from_query_T_minus_1,),
+     ["check 1", "off by one in the queries", "query T - 1 = 5 is the last token of the "
+      "first copy"]),
+    ("prefix matching from query T + 1", check_prefix_matching_score,
+     (prefix_from_query_T_plus_1,), ["check 1", "off by one in the queries", "not T + 1"]),
+    ("prefix matching without the last query", check_prefix_matching_score,
+     (prefix_without_the_last_query,),
+     ["check 1", "off by one in the queries: the last one is L - 1 = 10, included"]),
+    ("prefix matching one key too far", check_prefix_matching_score,
+     (prefix_one_key_too_far,), ["check 1", "key t - T + 2, one too far"]),
+    ("prefix matching on the transpose", check_prefix_matching_score, (prefix_transposed,),
+     ["check 1", "expected = 0.09741", "got      = 0", "rows are queries and columns keys"]),
+    ("prefix matching summed", check_prefix_matching_score, (prefix_summed,),
+     ["check 1", "the mean, not the sum"]),
+    ("prefix matching with one mean for every map", check_prefix_matching_score,
+     (prefix_one_mean_for_all,),
+     ["check 6 (one map per head: weights (4, 14, 14), T = 7, score (4,))",
+      "got (), expected (4,)", "one score per map"]),
+    ("prefix matching with diagonal() on the leading dimensions",
+     check_prefix_matching_score, (prefix_default_diagonal,),
+     ["check 6", "got (7,), expected (4,)", "`.diagonal(dim1=-2, dim2=-1)`"]),
+    ("prefix matching as a Python float", check_prefix_matching_score, (prefix_as_a_float,),
+     ["check 1", "prefix_as_a_float(weights, 6) returned a float, expected a tensor of "
+      "shape ()", "`float(...)` or `.item()` keeps one"]),
+    ("prefix matching in place", check_prefix_matching_score, (prefix_in_place,),
+     ["changed its argument `weights` in place", "weights before:", "weights after:",
+      "slices and `diagonal` are views of the weights"]),
+    ("prefix matching in float64", check_prefix_matching_score, (prefix_in_float64,),
+     ["wrong dtype of the score", "got torch.float64, expected torch.float32"]),
+    ("mean ablation at head * num_heads", check_mean_ablation,
+     (ablate_at_head_times_num_heads,),
+     ["check 1 (labelled merged (2, 3, 6), 3 heads of 2, head 1)",
+      "wrong values in the result of ablate_at_head_times_num_heads(merged, 1, 3)",
+      "expected[0, 0, 0:6] = [0, 1, 62, 63, 4, 5]", "got[0, 0, 0:6]      = [0, 1, 2, 63, 64, 5]",
+      "head 1 is features 2 .. 3", "the mean over b and t of feature f is 55 + f",
+      "head 1 starts at feature head·d_head = 1·2 = 2, not head·num_heads = 3"]),
+    ("mean ablation over the features", check_mean_ablation, (ablate_over_the_features,),
+     ["check 1", "got[0, 0, 0:6]      = [0, 1, 2.5, 2.5, 4, 5]",
+      "yours averages over the features"]),
+    ("mean ablation per sequence", check_mean_ablation, (ablate_per_sequence,),
+     ["check 1", "one mean per sequence (over the positions only)"]),
+    ("mean ablation over the batch only", check_mean_ablation, (ablate_over_the_batch,),
+     ["check 1", "yours averages over the batch only"]),
+    ("zero ablation", check_mean_ablation, (ablate_with_zeros,),
+     ["check 1", "got[0, 0, 0:6]      = [0, 1, 0, 0, 4, 5]", "that is zero ablation"]),
+    ("mean ablation of every head", check_mean_ablation, (ablate_every_head,),
+     ["check 1", "only head 1's features change"]),
+    ("mean ablation returning the head only", check_mean_ablation,
+     (ablate_returning_the_head_only,),
+     ["check 1", "got (2, 3, 2), expected (2, 3, 6)", "return the whole tensor, shape "
+      "(2, 3, 6), not head 1's part alone"]),
+    ("mean ablation in place", check_mean_ablation, (ablate_in_place,),
+     ["changed its argument `merged` in place", "merged before: [0, 1, 2, 3, 4, 5, ...]",
+      "merged after:  [0, 1, 62, 63, 4, 5, ...]", "`out = merged.clone()` first"]),
+    ("copying score as trace over its absolute value", check_copying_score,
+     (copying_trace_over_its_size,),
+     ["check 3 (a random head, separate embed and unembed (10, 8), w_v (2, 8))",
+      "wrong value of copying_trace_over_its_size(w_v, w_o, embed, unembed)",
+      "expected copying_trace_over_its_size(w_v, w_o, embed, unembed) = 0.48907",
+      "got copying_trace_over_its_size(w_v, w_o, embed, unembed)      = 1.0",
+      "w_v (2, 8), w_o (8, 2), embed (10, 8), unembed (10, 8), torch.float32",
+      "trace/|trace|", "is only its sign"]),
+    ("copying score over the diagonal", check_copying_score, (copying_over_the_diagonal,),
+     ["check 3", "not of the diagonal's absolute values"]),
+    ("copying score with singular values", check_copying_score,
+     (copying_with_singular_values,),
+     ["check 3", "wrong value", "the singular values are not the moduli of the eigenvalues"]),
+    ("copying score over absolute real parts", check_copying_score,
+     (copying_over_absolute_real_parts,),
+     ["check 3", "got copying_over_absolute_real_parts(w_v, w_o, embed, unembed)      = 1.0",
+      "sum(Re λ) / sum(|Re λ|)", "which count the imaginary parts too"]),
+    ("copying score as a mean over the eigenvalues", check_copying_score,
+     (copying_unweighted_mean,),
+     ["check 5 (a random head, separate embed and unembed (50, 16), w_v (4, 16))",
+      "weight each eigenvalue by its size"]),
+    ("copying score with eigvalsh", check_copying_score, (copying_with_eigvalsh,),
+     ["check 3", "wrong value", "eigvalsh assumes a symmetric matrix"]),
+    ("copying score without the embeddings", check_copying_score,
+     (copying_without_the_embeddings,),
+     ["check 3", "wrong value", "the embeddings are part of the path"]),
+    ("copying score with embed and unembed swapped", check_copying_score,
+     (copying_with_embed_and_unembed_swapped,), ["check 3", "yours swaps embed and unembed"]),
+    ("copying score dividing by the trace where it is 0", check_copying_score,
+     (copying_nan_where_the_trace_is_zero,),
+     ["check 4 (a rotation: token 0 -> token 1 -> minus token 0",
+      "is nan where a finite number was expected",
+      "expected copying_nan_where_the_trace_is_zero(w_v, w_o, embed, unembed) = 0.0",
+      "a rotation has eigenvalues ±i", "never by a trace"]),
+    ("copying score as a complex tensor", check_copying_score,
+     (copying_as_a_complex_tensor,),
+     ["check 1 (a pure copier", "returned a complex number, expected a real one",
+      "`eigenvalues.real.sum()`"]),
+    ("copying score as a Python complex", check_copying_score,
+     (copying_as_a_python_complex,), ["check 1", "returned a complex number"]),
+    ("copying score for every eigenvalue", check_copying_score, (copying_per_eigenvalue,),
+     ["check 1", "is a tensor of shape (3,), expected one number", "return one number"]),
+    ("copying score in float32 on float64 inputs", check_copying_score,
+     (copying_in_float32,),
+     ["check 8 (float64 inputs", "(allowed: 1e-10 + 1e-08·|expected|)",
+      "right to about float32 precision only"]),
+    ("copying score normalising w_v in place", check_copying_score,
+     (copying_normalising_in_place,),
+     ["check 1", "changed its argument `w_v` in place", "the weights belong to the model"]),
 ]
 
 
@@ -1286,6 +1656,7 @@ READER_CALLS = [
     (check_repeat_pattern, 2), (check_online_normalizer, 1), (check_sinusoidal, 2),
     (check_rope_interleaved, 2), (check_alibi_slopes, 1), (check_repeat_kv, 2),
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
+    (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
 ]
 
 
@@ -1424,6 +1795,9 @@ def test_the_reader_gets_fresh_copies():
     (check_cache_bytes_per_token, "bytes_fn"),
     (check_cached_rope_step, "step_fn"),
     (check_window_mask, "mask_fn"),
+    (check_prefix_matching_score, "prefix_fn"),
+    (check_mean_ablation, "ablate_fn"),
+    (check_copying_score, "copying_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
@@ -1607,3 +1981,96 @@ def test_the_window_mistakes_differ_from_the_right_mask(L, recent, sinks):
     for wrong in (window_not_causal, window_both_ways, window_one_too_wide,
                   window_reversed, window_transposed):
         assert not torch.equal(wrong(L, recent, sinks), right), wrong.__name__
+
+
+def test_the_induction_heads_checkers_pass_the_solutions_and_leave_the_random_state_alone(
+        capsys):
+    rng = torch.random.get_rng_state()
+    check_prefix_matching_score(prefix_matching_score)
+    check_mean_ablation(mean_ablate)
+    check_copying_score(copying_score)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    assert capsys.readouterr().out == ("✓ check_prefix_matching_score: all 9 checks passed.\n"
+                                       "✓ check_mean_ablation: all 7 checks passed.\n"
+                                       "✓ check_copying_score: all 8 checks passed.\n")
+
+
+def test_the_prefix_checker_covers_the_shapes_lengths_dtypes_and_constructed_heads():
+    """(L, L), (h, L, L) and (layers, B, h, L, L); L = 2T - 1 and L = 2T; float32 and
+    float64; a perfect induction head (score 1) and a previous-token head (score 0)."""
+    from attnbook.circuits import previous_token_score
+
+    seen = []
+
+    def spy(weights, period):
+        seen.append((weights.clone(), period))
+        return prefix_matching_score(weights, period)
+
+    check_prefix_matching_score(spy)
+    assert {w.dim() for w, _ in seen} >= {2, 3, 5}
+    assert all(T < w.shape[-1] <= 2 * T and w.shape[-2] == w.shape[-1] for w, T in seen)
+    assert {w.shape[-1] - 2 * T for w, T in seen} == {-1, 0}  # L = 2T - 1 and L = 2T
+    assert {w.dtype for w, _ in seen} == {torch.float32, torch.float64}
+    maps = [(w[None] if w.dim() == 2 else w.flatten(0, -3), T) for w, T in seen]
+    prefix = torch.cat([prefix_matching_score(m.double(), T) for m, T in maps])
+    previous = torch.cat([previous_token_score(m.double()) for m, _ in maps])
+    assert bool(((prefix - 1).abs() < 1e-12).any()), "no perfect induction head"
+    assert bool((((previous - 1).abs() < 1e-12) & (prefix.abs() < 1e-12)).any()), (
+        "no previous-token head scoring 0")
+    assert bool(((prefix > 0.01) & (prefix < 0.99)).any()), "no random weights"
+
+
+def test_the_mean_ablation_checker_tells_the_batch_and_the_positions_apart():
+    """Batches of several sequences (else a mean per sequence would pass), d_head !=
+    num_heads (else a slice at head·num_heads would pass), the first and the last head."""
+    seen = []
+
+    def spy(merged, head, num_heads):
+        seen.append((tuple(merged.shape), head, num_heads, merged.dtype))
+        return mean_ablate(merged, head, num_heads)
+
+    check_mean_ablation(spy)
+    assert all(len(shape) == 3 and shape[-1] % h == 0 for shape, _, h, _ in seen)
+    assert any(shape[0] > 1 and shape[1] > 1 for shape, *_ in seen)
+    assert any(shape[-1] // h != h and head > 0 for shape, head, h, _ in seen)
+    assert any(head == 0 for _, head, _, _ in seen)
+    assert any(head == h - 1 for _, head, h, _ in seen)
+    assert {dtype for *_, dtype in seen} == {torch.float32, torch.float64}
+
+
+def test_the_copying_checker_has_a_copier_its_opposite_a_rotation_and_small_vocabularies():
+    from attnbook.circuits import copying_score as package_copying_score
+
+    seen = []
+
+    def spy(w_v, w_o, embed, unembed):
+        seen.append((w_v.clone(), w_o.clone(), embed.clone(), unembed.clone()))
+        return copying_score(w_v, w_o, embed, unembed)
+
+    check_copying_score(spy)
+    scores = [package_copying_score(*inputs) for inputs in seen]
+    assert any(abs(score - 1) < 1e-6 for score in scores)
+    assert any(abs(score + 1) < 1e-6 for score in scores)
+    assert any(abs(score) < 1e-12 for score in scores)  # the rotation
+    assert any(0.05 < abs(score) < 0.95 for score in scores)  # random heads
+    assert max(embed.shape[0] for _, _, embed, _ in seen) <= 200  # the (V, V) route is quick
+    assert any(not torch.equal(embed, unembed) for _, _, embed, unembed in seen)
+    assert {w_v.dtype for w_v, *_ in seen} == {torch.float32, torch.float64}
+
+
+def test_the_induction_heads_mistakes_differ_from_the_right_answers():
+    """A known mistake that equals the right answer would be a hint no one can get."""
+    weights = torch.softmax(torch.randn(3, 11, 11, generator=torch.Generator().manual_seed(0))
+                            .masked_fill(~torch.ones(11, 11).bool().tril(), float("-inf")), -1)
+    right = prefix_matching_score(weights, 6)
+    for wrong in (prefix_on_the_earlier_occurrence, prefix_over_all_queries,
+                  prefix_from_query_T_minus_1, prefix_from_query_T_plus_1,
+                  prefix_without_the_last_query, prefix_one_key_too_far, prefix_transposed,
+                  prefix_summed):
+        assert not torch.allclose(wrong(weights, 6), right, atol=1e-3), wrong.__name__
+    merged = torch.randn(3, 4, 12, generator=torch.Generator().manual_seed(1))
+    right = mean_ablate(merged, 1, 3)
+    for wrong in (ablate_at_head_times_num_heads, ablate_over_the_features,
+                  ablate_per_sequence, ablate_over_the_batch, ablate_with_zeros,
+                  ablate_every_head):
+        assert not torch.allclose(wrong(merged, 1, 3), right, atol=1e-3), wrong.__name__

@@ -71,6 +71,12 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
             torch.randn(1, 4, 1, 8), torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8),
             KVCache(), 100000.0),
     }),
+    "induction_heads": ("induction-heads", "induction-heads-ex1", {
+        "prefix_matching_score": lambda m: m.prefix_matching_score(torch.rand(3, 8, 8), 4),
+        "mean_ablate": lambda m: m.mean_ablate(torch.randn(2, 3, 8), 1, 4),
+        "copying_score": lambda m: m.copying_score(torch.randn(2, 8), torch.randn(8, 2),
+                                                   torch.randn(10, 8), torch.randn(10, 8)),
+    }),
 }
 
 

@@ -10,6 +10,8 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.positions``: sinusoidal positions, RoPE and ALiBi
 - ``attnbook.lengths``: the length-generalisation experiment
 - ``attnbook.decoder``: a LLaMA-style decoder built from the package's attention
+- ``attnbook.circuits``: induction heads: repeated-token data, an attention-only model, head
+  scores and ablation
 - ``attnbook.plots``: the book's figure style and heatmaps
 - ``attnbook.diagrams``: schematic pictures of the mechanism (one query's trip, multi-head)
 - ``attnbook.pretrained``: real pretrained models, offline: all-MiniLM-L6-v2 (an encoder)
@@ -26,9 +28,9 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "checks", "decoder", "diagrams", "efficient", "explorer", "layers",
-               "lengths", "masks", "playgrounds", "plots", "positions", "pretrained", "timing",
-               "training")
+_SUBMODULES = ("attention", "checks", "circuits", "decoder", "diagrams", "efficient", "explorer",
+               "layers", "lengths", "masks", "playgrounds", "plots", "positions", "pretrained",
+               "timing", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 

@@ -42,6 +42,10 @@ Each checker is named after what it checks and lives in a module named after its
   :func:`check_cache_bytes_per_token` on ``cache_bytes_per_token(config, bytes_per_number)``,
   :func:`check_cached_rope_step` on ``cached_rope_step(q_new, k_new, v_new, cache, base)``
   and :func:`check_window_mask` on ``window_mask(L, recent, sinks)``
+- ``induction-heads``: :func:`check_prefix_matching_score` on
+  ``prefix_matching_score(weights, period)``, :func:`check_mean_ablation` on
+  ``mean_ablate(merged, head, num_heads)`` and :func:`check_copying_score` on
+  ``copying_score(w_v, w_o, embed, unembed)``
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ from .causal_masks import check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
 from .harness import ExerciseCheckError
+from .induction_heads import (
+    check_copying_score,
+    check_mean_ablation,
+    check_prefix_matching_score,
+)
 from .language_model import (
     check_cache_bytes_per_token,
     check_cached_rope_step,
@@ -70,9 +79,12 @@ __all__ = [
     "check_batched_raw_attention",
     "check_cache_bytes_per_token",
     "check_cached_rope_step",
+    "check_copying_score",
     "check_masked_softmax",
+    "check_mean_ablation",
     "check_nearest_by_cosine",
     "check_online_normalizer",
+    "check_prefix_matching_score",
     "check_repeat_kv",
     "check_repeat_pattern",
     "check_rope_interleaved",

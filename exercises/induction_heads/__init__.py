@@ -1,0 +1,1 @@
+"""Exercises of the chapter `induction-heads`: your code is in solution.py."""
