@@ -25,6 +25,7 @@ Shapes: tokens ``(B, L)``; attention weights ``(..., L, S)``; ``layers`` is a li
 from __future__ import annotations
 
 import contextlib
+import numbers
 import time
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -458,6 +459,10 @@ def copying_score(w_v: Tensor, w_o: Tensor, embed: Tensor, unembed: Tensor, *,
             tied).
         norm_in, norm_out: ``(d_model,)`` the gains of the normalisations before the head
             and before the unembedding; ``None``: none.
+
+    Raises:
+        TypeError: an argument that is not a tensor.
+        ValueError: shapes that do not fit together.
     """
     w_v, w_o = require_tensor("w_v", w_v), require_tensor("w_o", w_o)
     embed, unembed = require_tensor("embed", embed), require_tensor("unembed", unembed)
@@ -467,6 +472,10 @@ def copying_score(w_v: Tensor, w_o: Tensor, embed: Tensor, unembed: Tensor, *,
         raise ValueError(f"expected w_v (d_head, d_model), w_o (d_model, d_head), embed and "
                          f"unembed (vocab, d_model); got {tuple(w_v.shape)}, "
                          f"{tuple(w_o.shape)}, {tuple(embed.shape)}, {tuple(unembed.shape)}")
+    for name, gain in (("norm_in", norm_in), ("norm_out", norm_out)):
+        if gain is not None and require_tensor(name, gain).shape != (d_model,):
+            raise ValueError(f"{name} must have shape (d_model,) = ({d_model},), got "
+                             f"{tuple(gain.shape)}")
     with torch.no_grad():
         e_u = embed.double().T @ unembed.double()  # (d_model, d_model)
         return float(_copying(w_v, w_o, e_u, norm_in, norm_out))
@@ -588,10 +597,10 @@ def ablate_heads(model: nn.Module, heads: Iterable[tuple[int, int]], *,
     how = require_choice("how", how, {"zero": "zero", "mean": "mean"})
     chosen: dict[int, list[int]] = {}
     for pair in heads:
-        if (not isinstance(pair, tuple | list) or len(pair) != 2
-                or not all(isinstance(i, int) and not isinstance(i, bool) for i in pair)):
+        if (not isinstance(pair, tuple | list) or len(pair) != 2 or not all(
+                isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in pair)):
             raise TypeError(f"heads must hold (layer, head) pairs of ints, got {pair!r}")
-        layer, head = pair
+        layer, head = int(pair[0]), int(pair[1])
         if not (0 <= layer < len(layers) and 0 <= head < layers[layer].num_heads):
             raise ValueError(f"head ({layer}, {head}) is not in the model: layers 0 .. "
                              f"{len(layers) - 1}, heads 0 .. {layers[0].num_heads - 1}")
