@@ -60,6 +60,8 @@ __all__ = [
 
 #: Seed of the held-out batch :func:`train_induction` evaluates on, the same for every seed.
 _HELD_OUT_SEED = 1_000_003
+#: The target past a sequence's end: cross-entropy's ``ignore_index``, not a mask fill.
+IGNORED_TARGET = -100
 #: The inputs a ``bypass`` may name.
 _INPUTS = ("query", "key", "value")
 
@@ -165,7 +167,7 @@ class RepeatedTokens:
         repeated = copy.gather(1, (j % periods).long())  # (B, 2 max_period): copy[j mod T]
         sequence = torch.where(j < 2 * periods, repeated, fresh)  # (B, 2 max_period)
         t = j[:-1]  # (L,): the input positions
-        targets = sequence[:, 1:].masked_fill(t > 2 * periods - 2, -100)  # (B, L)
+        targets = sequence[:, 1:].masked_fill(t > 2 * periods - 2, IGNORED_TARGET)  # (B, L)
         first = t <= periods - 2  # (B, L)
         second = (t >= periods) & (t <= 2 * periods - 2)  # (B, L)
         return InductionBatch(sequence[:, :-1], targets, first, second)
