@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from exercise_solutions.causal_masks import my_masked_softmax
+from exercise_solutions.causal_masks import my_causal_mask, my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
 from exercise_solutions.induction_heads import copying_score, mean_ablate, prefix_matching_score
@@ -28,7 +28,10 @@ from exercise_solutions.language_model import (
     repeat_kv,
     window_mask,
 )
-from exercise_solutions.multi_head_attention import my_merge_heads, my_split_heads
+from exercise_solutions.multi_head_attention import (
+    my_merge_heads,
+    my_split_heads,
+)
 from exercise_solutions.positions import my_alibi_slopes, my_sinusoidal, rope_interleaved
 from exercise_solutions.pytorch_implementation import MySimpleAttention
 from exercise_solutions.scaling import my_softmax
@@ -43,9 +46,11 @@ from attnbook.checks import (
     check_batched_raw_attention,
     check_cache_bytes_per_token,
     check_cached_rope_step,
+    check_causal_mask,
     check_copying_score,
     check_masked_softmax,
     check_mean_ablation,
+    check_multi_head_attention,
     check_nearest_by_cosine,
     check_online_normalizer,
     check_prefix_matching_score,
@@ -73,13 +78,28 @@ SOLUTIONS = Path(__file__).resolve().parent / "exercise_solutions"
 
 
 def online_normalizer_in_float64_tensors(stream):
+    """float64 tensors, and masked scores skipped rather than shifted by 0."""
     m = torch.tensor(float("-inf"), dtype=torch.float64)
     row_sum = torch.tensor(0.0, dtype=torch.float64)
     for z in stream:
+        if z == float("-inf"):
+            continue  # a masked key adds exp(-inf) = 0
         z = torch.tensor(z, dtype=torch.float64)
         m_new = torch.maximum(m, z)
         row_sum = row_sum * torch.exp(m - m_new) + torch.exp(z - m_new)
         m = m_new
+    return m, row_sum
+
+
+def online_normalizer_with_a_branch(stream):
+    """Rescale only when the maximum moves; the first real score starts the sum."""
+    m, row_sum = -math.inf, 0.0
+    for z in stream:
+        if z > m:
+            row_sum = row_sum * math.exp(m - z) + 1.0  # exp(m - z) = 0 while m = -inf
+            m = z
+        elif z > -math.inf:
+            row_sum += math.exp(z - m)
     return m, row_sum
 
 
@@ -357,6 +377,53 @@ def masked_in_place(scores, mask):
     return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
 
 
+def causal_with_tril(L, S=None):
+    return torch.ones(L, L if S is None else S, dtype=torch.bool).tril()
+
+
+def causal_without_the_diagonal(L, S=None):
+    S = L if S is None else S
+    return torch.arange(S)[None, :] < torch.arange(L)[:, None] + (S - L)
+
+
+def causal_one_too_far(L, S=None):
+    S = L if S is None else S
+    return torch.arange(S)[None, :] <= torch.arange(L)[:, None] + (S - L) + 1
+
+
+def causal_offset_reversed(L, S=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool).tril(L - S)
+
+
+def causal_masking_the_future(L, S=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool).triu(S - L + 1)  # True = hide
+
+
+def causal_upper_triangle(L, S=None):
+    S = L if S is None else S
+    return torch.ones(L, S, dtype=torch.bool).triu(S - L)
+
+
+def causal_square_only(L, S=None):
+    return torch.ones(L, L, dtype=torch.bool).tril()
+
+
+def causal_as_floats(L, S=None):
+    S = L if S is None else S
+    return torch.ones(L, S).tril(S - L)
+
+
+def causal_additive(L, S=None):
+    S = L if S is None else S
+    return torch.zeros(L, S).masked_fill(~my_causal_mask(L, S), float("-inf"))
+
+
+def causal_needs_S(L, S):
+    return my_causal_mask(L, S)
+
+
 def split_without_transpose(x, num_heads):
     B, L, d_model = x.shape
     return x.view(B, num_heads, L, d_model // num_heads)
@@ -370,6 +437,78 @@ def merge_without_transpose(heads):
 def merge_with_view(heads):
     B, h, L, d_head = heads.shape
     return heads.transpose(1, 2).view(B, L, h * d_head)
+
+
+def _heads(q, k, v, num_heads, *, scale=None, split=my_split_heads, dim=-1):
+    q_h, k_h, v_h = (split(t, num_heads) for t in (q, k, v))
+    scale = 1 / math.sqrt(q_h.shape[-1]) if scale is None else scale(q, q_h)
+    weights = torch.softmax(q_h @ k_h.transpose(-2, -1) * scale, dim=dim)
+    return weights @ v_h, weights  # (B, h, L, d_head), (B, h, L, S)
+
+
+def mha_scaled_by_d_model(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads, scale=lambda q, q_h: q.shape[-1] ** -0.5)
+    return my_merge_heads(out), weights
+
+
+def mha_unscaled(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads, scale=lambda q, q_h: 1.0)
+    return my_merge_heads(out), weights
+
+
+def mha_scaled_by_d_head(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads, scale=lambda q, q_h: 1 / q_h.shape[-1])
+    return my_merge_heads(out), weights
+
+
+def mha_split_without_transpose(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads, split=split_without_transpose)
+    return my_merge_heads(out), weights
+
+
+def mha_softmax_over_queries(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads, dim=-2)
+    return my_merge_heads(out), weights
+
+
+def mha_merge_without_transpose(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads)
+    return out.reshape(q.shape), weights
+
+
+def mha_weights_averaged(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads)
+    return my_merge_heads(out), weights.mean(dim=1)
+
+
+def mha_pair_swapped(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads)
+    return weights, my_merge_heads(out)
+
+
+def mha_with_chunk_and_stack(q, k, v, num_heads):
+    """Heads as a list of feature chunks, stacked; a hand-written softmax."""
+    def split(t):
+        return torch.stack(t.chunk(num_heads, dim=-1), dim=1)  # (B, h, T, d_head)
+
+    q_h, k_h, v_h = split(q), split(k), split(v)
+    scores = q_h @ k_h.transpose(-2, -1) / math.sqrt(q_h.shape[-1])
+    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    weights = exp / exp.sum(dim=-1, keepdim=True)
+    return torch.cat((weights @ v_h).unbind(dim=1), dim=-1), weights
+
+
+def mha_with_permute_and_einsum(q, k, v, num_heads):
+    B, L, d_model = q.shape
+    d_head = d_model // num_heads
+
+    def split(t):
+        return t.view(t.shape[0], t.shape[1], num_heads, d_head).permute(0, 2, 1, 3)
+
+    scores = torch.einsum("bhld,bhsd->bhls", split(q), split(k)) / d_head ** 0.5
+    weights = scores.softmax(dim=-1)
+    out = torch.einsum("bhls,bhsd->bhld", weights, split(v))
+    return out.permute(0, 2, 1, 3).reshape(B, L, d_model), weights
 
 
 def _carrying_keys(L, period, offset=1):
@@ -457,6 +596,21 @@ def online_sum_of_exp(stream):
 def online_two_passes(stream):
     m = max(stream)
     return m, sum(math.exp(z - m) for z in stream)
+
+
+def online_stored_in_a_list(stream):
+    scores = list(stream)
+    m = max(scores)
+    return m, sum(math.exp(z - m) for z in scores)
+
+
+def online_without_the_guard(stream):
+    m, row_sum = float("-inf"), 0.0
+    for z in stream:
+        m_new = max(m, z)
+        row_sum = row_sum * math.exp(m - m_new) + math.exp(z - m_new)
+        m = m_new
+    return m, row_sum
 
 
 def online_starting_at_zero(stream):
@@ -1060,12 +1214,215 @@ def copying_normalising_in_place(w_v, w_o, embed, unembed):
     return copying_score(w_v, w_o, embed, unembed)
 
 
+# ----------------------------------------- more right answers, in other styles (issue 24)
+
+
+def nearest_with_cosine_similarity(table, query, k, exclude=None):
+    """F.cosine_similarity and a full sort."""
+    cosines = F.cosine_similarity(table, query[None, :], dim=-1)  # (V,)
+    if exclude is not None:
+        cosines = cosines.masked_fill(torch.arange(len(table)) == exclude, -math.inf)
+    order = cosines.argsort(descending=True)[:k]
+    return order, cosines[order]
+
+
+def raw_attention_with_einsum(x):
+    weights = torch.einsum("ble,bse->bls", x, x).softmax(dim=-1)
+    return torch.einsum("bls,bse->ble", weights, x), weights
+
+
+def raw_attention_with_bmm(x):
+    weights = torch.softmax(torch.bmm(x, x.mT), dim=2)  # x is (B, L, E): dim 2 is the keys
+    return torch.bmm(weights, x), weights
+
+
+def softmax_with_a_hand_written_max(scores):
+    """The row maximum by folding torch.maximum over the columns; no amax."""
+    m = scores[..., 0]
+    for column in scores.unbind(dim=-1)[1:]:
+        m = torch.maximum(m, column)
+    exps = torch.exp(scores - m[..., None])
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_with_max_values(scores):
+    exps = (scores - scores.max(dim=-1, keepdim=True).values).exp()
+    return exps / exps.sum(-1, keepdim=True)
+
+
+def entropy_with_eps_in_the_log(weights):
+    return -(weights * torch.log(weights + 1e-12)).sum(dim=-1)
+
+
+def entropy_with_where(weights):
+    logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(-1)
+
+
+class EinsumAttention(nn.Module):
+    """The same three layers, the products written with einsum."""
+
+    def __init__(self, n_embd):
+        super().__init__()
+        self.query = nn.Linear(n_embd, n_embd)
+        self.key = nn.Linear(n_embd, n_embd)
+        self.value = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        scores = torch.einsum("...le,...se->...ls", self.query(x), self.key(x))
+        weights = scores.softmax(dim=-1)
+        return torch.einsum("...ls,...se->...le", weights, self.value(x)), weights
+
+
+def masked_softmax_with_nan_to_num(scores, mask):
+    """-inf fills, then the NaN of the empty rows replaced: values and gradients right."""
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.nan_to_num(0.0)
+
+
+def masked_softmax_with_finfo_min(scores, mask):
+    """The dtype's most negative number, then the empty rows zeroed by a guard."""
+    filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(filled, dim=-1) * mask  # forbidden weights exactly 0
+    return torch.where(mask.any(dim=-1, keepdim=True), weights, 0.0)
+
+
+def causal_mask_with_tril(L, S=None):
+    S = L if S is None else S
+    return torch.ones(L, S).tril(diagonal=S - L).bool()
+
+
+def split_with_chunk_and_stack(x, num_heads):
+    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)  # (B, h, L, d_head)
+
+
+def merge_with_unbind_and_cat(heads):
+    return torch.cat(heads.unbind(dim=1), dim=-1)  # (B, L, h * d_head)
+
+
+def split_with_view_and_permute(x, num_heads):
+    B, L, d_model = x.shape
+    return x.view(B, L, num_heads, d_model // num_heads).permute(0, 2, 1, 3)
+
+
+def merge_with_permute_and_contiguous(heads):
+    B, h, L, d_head = heads.shape
+    return heads.permute(0, 2, 1, 3).contiguous().view(B, L, h * d_head)
+
+
+def repeat_pattern_vectorised(L, period):
+    t, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    hits = ((j <= t) & ((t + 1 - j) % period == 0)).float()  # (L, L)
+    return hits / hits.sum(dim=-1, keepdim=True).clamp(min=1)
+
+
+def cached_rope_step_with_rotate_half(q_new, k_new, v_new, cache, base=10000.0):
+    """Hugging Face's rotate_half and cos/sin tables repeated for both halves."""
+    E = q_new.shape[-1]
+    theta = 1.0 / base ** (torch.arange(0, E, 2, dtype=torch.float64) / E)
+    angle = (cache.next_position * theta).repeat(2)  # (E,)
+    cos, sin = angle.cos().to(q_new.dtype), angle.sin().to(q_new.dtype)
+
+    def turn(x):
+        half = torch.cat([-x[..., E // 2:], x[..., :E // 2]], dim=-1)
+        return x * cos + half * sin
+
+    cache.append(turn(k_new), v_new)
+    return cache.attend(turn(q_new)).output
+
+
+# ------------------------------------------ more typical mistakes (issue 24)
+
+
+def nearest_ids_only(table, query, k, exclude=None):
+    return nearest_by_cosine(table, query, k, exclude)[0]
+
+
+def nearest_excluded_with_zero(table, query, k, exclude=None):
+    cosines = (table / table.norm(dim=1, keepdim=True)) @ (query / query.norm())
+    if exclude is not None:
+        cosines[exclude] = 0.0
+    values, ids = cosines.topk(k)
+    return ids, values
+
+
+def raw_attention_without_softmax(x):
+    weights = x @ x.transpose(-2, -1)
+    return weights @ x, weights
+
+
+def raw_attention_normalised_by_the_sum(x):
+    scores = x @ x.transpose(-2, -1)
+    weights = scores / scores.sum(dim=-1, keepdim=True)
+    return weights @ x, weights
+
+
+def softmax_always_in_float32(scores):
+    return torch.softmax(scores.float(), dim=-1).to(scores.dtype)
+
+
+def softmax_by_logsumexp(scores):
+    return torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
+
+
+def softmax_max_without_keepdim(scores):
+    exps = torch.exp(scores - scores.amax(dim=-1))
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_clamped(scores):
+    exps = torch.exp(scores.clamp(-80.0, 80.0))
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+def softmax_over_dim_1(scores):
+    exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    return exps / exps.sum(dim=1, keepdim=True)
+
+
+def entropy_over_the_queries(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-2)
+
+
+def entropy_as_a_mean(weights):
+    return -torch.special.xlogy(weights, weights).mean(dim=-1)
+
+
+def masked_renormalised_with_eps(scores, mask):
+    weights = torch.softmax(scores, dim=-1) * mask
+    return weights / (weights.sum(dim=-1, keepdim=True) + 1e-12)
+
+
+def masked_over_the_queries(scores, mask):
+    keep = mask | ~mask.any(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-2)
+    return weights.masked_fill(~mask, 0.0)
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
+    (check_multi_head_attention, (mha_with_chunk_and_stack,)),
+    (check_nearest_by_cosine, (nearest_with_cosine_similarity,)),
+    (check_batched_raw_attention, (raw_attention_with_einsum,)),
+    (check_batched_raw_attention, (raw_attention_with_bmm,)),
+    (check_stable_softmax, (softmax_with_a_hand_written_max,)),
+    (check_stable_softmax, (softmax_with_max_values,)),
+    (check_row_entropy, (entropy_with_eps_in_the_log,)),
+    (check_row_entropy, (entropy_with_where,)),
+    (check_simple_attention, (EinsumAttention,)),
+    (check_masked_softmax, (masked_softmax_with_nan_to_num,)),
+    (check_masked_softmax, (masked_softmax_with_finfo_min,)),
+    (check_causal_mask, (causal_mask_with_tril,)),
+    (check_split_merge_heads, (split_with_chunk_and_stack, merge_with_unbind_and_cat)),
+    (check_split_merge_heads, (split_with_view_and_permute, merge_with_permute_and_contiguous)),
+    (check_repeat_pattern, (repeat_pattern_vectorised,)),
+    (check_cached_rope_step, (cached_rope_step_with_rotate_half,)),
+    (check_multi_head_attention, (mha_with_permute_and_einsum,)),
     (check_online_normalizer, (online_normalizer_in_float64_tensors,)),
+    (check_online_normalizer, (online_normalizer_with_a_branch,)),
     (check_sinusoidal, (sinusoidal_as_in_the_annotated_transformer,)),
     (check_sinusoidal, (sinusoidal_with_loops,)),
     (check_rope_interleaved, (rope_with_complex_numbers,)),
@@ -1109,8 +1466,12 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                                    check_simple_attention, ("MySimpleAttention",)),
     "causal-masks-ex3": ("causal_masks", "causal-masks", check_masked_softmax,
                          ("my_masked_softmax",)),
+    "causal-masks-ex5": ("causal_masks", "causal-masks", check_causal_mask,
+                         ("my_causal_mask",)),
     "multi-head-attention-ex3": ("multi_head_attention", "multi-head-attention",
                                  check_split_merge_heads, ("my_split_heads", "my_merge_heads")),
+    "multi-head-attention-ex5": ("multi_head_attention", "multi-head-attention",
+                                 check_multi_head_attention, ("my_multi_head_attention",)),
     "training-attention-ex3": ("training_attention", "training-attention",
                                check_repeat_pattern, ("repeat_pattern",)),
     "efficient-attention-ex3": ("efficient_attention", "efficient-attention",
@@ -1204,6 +1565,40 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["exclude=7", "set its cosine to -inf"]),
     ("query not normalised", check_nearest_by_cosine, (nearest_query_not_normalised,),
      ["wrong values in cosines", "expected", "got", "length of the query"]),
+    ("nearest returning the ids only", check_nearest_by_cosine, (nearest_ids_only,),
+     ["returned one tensor", "`(ids, cosines)`"]),
+    ("nearest excluding with a cosine of 0", check_nearest_by_cosine,
+     (nearest_excluded_with_zero,), ["exclude=0", "set its cosine to -inf"]),
+    ("raw attention without the softmax", check_batched_raw_attention,
+     (raw_attention_without_softmax,),
+     ["wrong values in weights", "these are the scores x x^T: apply the softmax"]),
+    ("raw attention normalised by the sum", check_batched_raw_attention,
+     (raw_attention_normalised_by_the_sum,),
+     ["wrong values in weights", "not the scores divided by their sum"]),
+    ("softmax always in float32", check_stable_softmax, (softmax_always_in_float32,),
+     ["check 8 (float64 scores (5, 7))", "expected[4, 1:7] = [2.136629e-15, 0.5688594,",
+      "got[4, 1:7]      = [2.136632e-15, 0.5688593,",
+      "only to about float32 precision, and the inputs are float64"]),
+    ("softmax by the log-sum-exp", check_stable_softmax, (softmax_by_logsumexp,),
+     ["check 5 (one row near +1e4", "does not accept it in float32 at large scores",
+      "about 0.001 apart", "s - max is exact"]),
+    ("softmax with the maximum without keepdim", check_stable_softmax,
+     (softmax_max_without_keepdim,),
+     ["raised RuntimeError: The size of tensor a (5) must match", "without keepdim=True"]),
+    ("softmax of clamped scores", check_stable_softmax, (softmax_clamped,),
+     ["check 4 (huge scores", "if you clamp the scores"]),
+    ("softmax over dim 1", check_stable_softmax, (softmax_over_dim_1,),
+     ["check 2 (one row of scores (6,))", "raised IndexError", "count dimensions from the end"]),
+    ("entropy over the queries", check_row_entropy, (entropy_over_the_queries,),
+     ["check 1", "wrong values in the entropy", "sum over the last dimension (the keys)"]),
+    ("entropy as a mean", check_row_entropy, (entropy_as_a_mean,),
+     ["check 1", "sum over the keys (dim=-1), not the mean"]),
+    ("masked softmax renormalised with eps", check_masked_softmax,
+     (masked_renormalised_with_eps,),
+     ["check 4 (rows with no allowed key (rows 0 and 1), float16)", "8 NaN",
+      "in float16, eps = 1e-12 rounds to 0"]),
+    ("masked softmax over the queries", check_masked_softmax, (masked_over_the_queries,),
+     ["check 1", "yours normalises over the queries"]),
     ("raw attention scaled", check_batched_raw_attention, (raw_attention_scaled,),
      ["wrong values in weights", "max abs difference", "did you divide by sqrt(E)",
       "unscaled"]),
@@ -1257,6 +1652,31 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      (masked_additive_nan_gradient,), ["the gradient of the scores", "NaN"]),
     ("masked softmax in place", check_masked_softmax, (masked_in_place,),
      ["changed its argument `scores` in place"]),
+    ("causal mask aligned top-left", check_causal_mask, (causal_with_tril,),
+     ["check 3 (one new token after a cache of 6: L = 1, S = 7)",
+      "expected[0] = x x x x x x x", "got[0]      = x . . . . . .",
+      "the queries are the LAST 1 of the 7 tokens", "is_causal=True"]),
+    ("causal mask without the diagonal", check_causal_mask, (causal_without_the_diagonal,),
+     ["check 1 (6 tokens, S left at its default", "first wrong at query 0",
+      "expected[0] = x . . . . .", "got[0]      = . . . . . .",
+      "a query may see itself", "not `j < i`"]),
+    ("causal mask one key too far", check_causal_mask, (causal_one_too_far,),
+     ["check 1", "got[0]      = x x . . . .", "not `j <= i + 1`"]),
+    ("causal mask with the offset L - S", check_causal_mask, (causal_offset_reversed,),
+     ["check 3", "the offset is S - L = 6, not L - S = -6"]),
+    ("causal mask of the keys to hide", check_causal_mask, (causal_masking_the_future,),
+     ["check 1", "True means 'may attend'", "Negate it"]),
+    ("causal mask transposed", check_causal_mask, (causal_upper_triangle,),
+     ["check 1", "you built the transpose"]),
+    ("causal mask ignoring S", check_causal_mask, (causal_square_only,),
+     ["check 3", "wrong shape of the mask causal_square_only(1, 7): got (1, 1), expected "
+      "(1, 7)", "Use S: the keys include the cached ones"]),
+    ("causal mask as floats", check_causal_mask, (causal_as_floats,),
+     ["has dtype torch.float32, expected torch.bool", "comparisons such as"]),
+    ("causal mask as an additive mask", check_causal_mask, (causal_additive,),
+     ["has dtype torch.float32, expected torch.bool", "that is an additive mask"]),
+    ("causal mask without a default S", check_causal_mask, (causal_needs_S,),
+     ["check 1", "raised TypeError", "`def my_causal_mask(L, S=None)`"]),
     ("split without transpose", check_split_merge_heads,
      (split_without_transpose, merge_without_transpose),
      ["split x (2, 4, 12) into 3 heads", "x[b, t, f] = 1000·b + 100·t + f",
@@ -1266,6 +1686,26 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      (my_split_heads, merge_without_transpose), ["merge", "transpose back before the reshape"]),
     ("merge with view", check_split_merge_heads, (my_split_heads, merge_with_view),
      ["merge_with_view(heads) raised RuntimeError", ".reshape(...)"]),
+    ("multi-head attention scaled by sqrt(d_model)", check_multi_head_attention,
+     (mha_scaled_by_d_model,),
+     ["check 1 (self-attention, q, k, v (2, 5, 12), 3 heads of width 4)",
+      "wrong values in weights of mha_scaled_by_d_model(q, k, v, num_heads)",
+      "3 heads of d_head = 4", "not by 1/sqrt(d_model) = 1/sqrt(12)"]),
+    ("multi-head attention unscaled", check_multi_head_attention, (mha_unscaled,),
+     ["check 1", "wrong values in weights", "the scores are not scaled"]),
+    ("multi-head attention scaled by 1/d_head", check_multi_head_attention,
+     (mha_scaled_by_d_head,), ["check 1", "not 1/d_head"]),
+    ("multi-head attention split without transpose", check_multi_head_attention,
+     (mha_split_without_transpose,), ["check 1", "you split into heads without the transpose"]),
+    ("multi-head attention with the softmax over the queries", check_multi_head_attention,
+     (mha_softmax_over_queries,), ["check 1", "yours runs over the queries"]),
+    ("multi-head attention merged without transpose", check_multi_head_attention,
+     (mha_merge_without_transpose,),
+     ["check 1", "wrong values in output", "merge the heads with the transpose back"]),
+    ("multi-head attention with weights averaged over heads", check_multi_head_attention,
+     (mha_weights_averaged,), ["got (2, 5, 5), expected (2, 3, 5, 5)", "one map per head"]),
+    ("multi-head attention with the pair swapped", check_multi_head_attention,
+     (mha_pair_swapped,), ["returned the pair the other way round", "`(output, weights)`"]),
     ("repeat pattern on the query's own token", check_repeat_pattern, (pattern_own_token,),
      ["wrong row sums", "row 0 sums to 1, expected 0", "expected row sums: [0, 0, 0,",
       "got row sums:      [1, 1, 1,", "t + 1 - j a multiple of period"]),
@@ -1298,13 +1738,26 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
     ("online normaliser summing exp(z)", check_online_normalizer, (online_sum_of_exp,),
      ["wrong value of row_sum", "not of exp(z_j)"]),
     ("online normaliser reading the stream twice", check_online_normalizer,
-     (online_two_passes,), ["got row_sum      = 0.0", "can be read only once"]),
+     (online_two_passes,),
+     ["check 1 (100 random scores", "online_two_passes(stream) raised _ReadTwice: the stream "
+      "was read to its end (100 scores) and then asked for more: it can be read only once",
+      "the point of the exercise is one pass in constant memory"]),
+    ("online normaliser storing the scores", check_online_normalizer,
+     (online_stored_in_a_list,),
+     ["check 1", "raised _StoredTheStream: 5 of the 5 scores read so far were still held "
+      "when score 6 was asked for", "the point of the exercise is one pass",
+      "keep no list of the scores"]),
+    ("online normaliser without the guard for -inf", check_online_normalizer,
+     (online_without_the_guard,),
+     ["check 10 (left padding: a row that begins with 3 scores of -inf)",
+      "row_sum is nan where a finite number was expected", "0 · exp(-inf + inf) = 0 · nan",
+      "step 2.2", "`if z == float('-inf'): continue`"]),
     ("online normaliser starting at 0", check_online_normalizer, (online_starting_at_zero,),
      ["very negative scores", "wrong value of m", "got m      = 0.0", "float('-inf'), not 0"]),
     ("online normaliser pair swapped", check_online_normalizer, (online_swapped,),
      ["wrong value of m", "in that order"]),
     ("online normaliser taking len", check_online_normalizer, (online_with_len,),
-     ["online_with_len(stream) raised TypeError: object of type 'generator' has no len()",
+     ["online_with_len(stream) raised TypeError: object of type '_OnePassStream' has no len()",
       "`for z in stream:`"]),
     ("online normaliser in float32", check_online_normalizer, (online_in_float32,),
      ["wrong value of m", "a float32 tensor such as `torch.tensor(z)` rounds them"]),
@@ -1653,6 +2106,7 @@ def test_mismatch_message_shows_shapes_values_and_difference():
 READER_CALLS = [
     (check_nearest_by_cosine, 1), (check_batched_raw_attention, 1),
     (check_stable_softmax, 1), (check_row_entropy, 1), (check_masked_softmax, 2),
+    (check_causal_mask, 2), (check_multi_head_attention, 4),
     (check_repeat_pattern, 2), (check_online_normalizer, 1), (check_sinusoidal, 2),
     (check_rope_interleaved, 2), (check_alibi_slopes, 1), (check_repeat_kv, 2),
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
@@ -1838,19 +2292,41 @@ def test_online_normalizer_mismatch_shows_every_digit():
 
 
 def test_online_normalizer_reads_a_one_pass_stream_of_floats():
-    streams, scores = [], []
+    streams, rows = [], []
 
     def spy(stream):
         streams.append(stream)
         assert iter(stream) is stream and not hasattr(stream, "__len__")
-        result = online_normalizer(z for z in stream if scores.append(z) is None)
-        assert next(stream, None) is None  # read to the end, once
+        row = []  # copies: float(z) is a new object, so the stream's score is let go
+        result = online_normalizer(z for z in stream if row.append(float(z)) is None)
+        rows.append(row)
+        with pytest.raises(RuntimeError, match="it can be read only once"):
+            next(stream)  # read to the end, once: a second pass is refused
         return result
 
     check_online_normalizer(spy)
-    assert len(streams) == 9 and len({id(s) for s in streams}) == 9
-    assert all(type(z) is float for z in scores)
-    assert math.inf not in scores and -math.inf in scores  # masked keys, never a leading one
+    assert len(streams) == 11 and len({id(s) for s in streams}) == 11
+    assert all(isinstance(z, float) for row in rows for z in row)
+    assert math.inf not in [z for row in rows for z in row]
+    assert [row[0] for row in rows].count(-math.inf) == 2  # left padding, and all -inf
+    assert rows[-1] == [-math.inf] * 5
+
+
+def test_online_normalizer_stream_sees_stored_scores_only():
+    """Holding the running maximum and the last score is streaming; holding the row is not."""
+    def holds_two(stream):
+        held = []
+
+        def latest():
+            for z in stream:
+                held[:] = [z]  # the latest score stays alive; m holds the largest
+                yield z
+
+        return online_normalizer(latest())
+
+    check_online_normalizer(holds_two)
+    with pytest.raises(ExerciseCheckError, match="raised _StoredTheStream"):
+        check_online_normalizer(lambda stream: online_normalizer(iter(tuple(stream))))
 
 
 def test_online_normalizer_accepts_numbers_of_any_kind_and_refuses_the_rest():

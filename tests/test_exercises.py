@@ -52,10 +52,13 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     }),
     "causal_masks": ("causal-masks", "causal-masks-ex3", {
         "my_masked_softmax": lambda m: m.my_masked_softmax(torch.randn(3, 3), causal_mask(3)),
+        "my_causal_mask": lambda m: m.my_causal_mask(3, 5),
     }),
     "multi_head_attention": ("multi-head-attention", "multi-head-attention-ex3", {
         "my_split_heads": lambda m: m.my_split_heads(torch.randn(2, 3, 4), 2),
         "my_merge_heads": lambda m: m.my_merge_heads(torch.randn(2, 2, 3, 2)),
+        "my_multi_head_attention": lambda m: m.my_multi_head_attention(
+            torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4), 2),
     }),
     "training_attention": ("training-attention", "training-attention-ex3", {
         "repeat_pattern": lambda m: m.repeat_pattern(9, 4),

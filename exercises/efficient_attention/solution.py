@@ -18,7 +18,8 @@ def online_normalizer(stream: Iterator[float]) -> tuple[float, float]:
             read only once.
 
     Returns:
-        ``m``, the largest score, and the row sum ``row_sum = sum_j exp(z_j - m)``.
+        ``m``, the largest score, and the row sum ``row_sum = sum_j exp(z_j - m)``; for a
+        row of only ``-inf``, ``(-inf, 0.0)``.
     """
     raise NotImplementedError(
         "implement online_normalizer(stream): read the scores once, keeping the running "

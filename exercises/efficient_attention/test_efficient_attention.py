@@ -28,5 +28,17 @@ def test_scores_near_1000_stay_finite():
     )
 
 
+def test_a_row_that_begins_masked():
+    m, row_sum = online_normalizer(iter([float("-inf"), float("-inf"), 0.0, math.log(3.0)]))
+    assert math.isclose(m, math.log(3.0)) and math.isclose(row_sum, 4 / 3), (
+        f"the masked keys add exp(-inf) = 0, so m = ln 3 and row_sum = 1/3 + 1 = 4/3; got "
+        f"({m}, {row_sum}). NaN? While m is -inf, shift by 0 rather than by m_new."
+    )
+    m, row_sum = online_normalizer(iter([float("-inf")] * 3))
+    assert (m, row_sum) == (float("-inf"), 0.0), (
+        f"every key masked: m = -inf and row_sum = 0.0; got ({m}, {row_sum})"
+    )
+
+
 def test_against_the_package():
     check_online_normalizer(online_normalizer)

@@ -1,11 +1,13 @@
-"""Tests of exercise multi-head-attention-ex3. Run from the repository root:
+"""Tests of exercises multi-head-attention-ex3 and -ex5. Run from the repository root:
 `.venv/bin/python -m pytest exercises/multi_head_attention`."""
+
+import math
 
 import torch
 
-from attnbook.checks import check_split_merge_heads
+from attnbook.checks import check_multi_head_attention, check_split_merge_heads
 
-from .solution import my_merge_heads, my_split_heads
+from .solution import my_merge_heads, my_multi_head_attention, my_split_heads
 
 
 def test_head_i_holds_the_i_th_slice_of_features():
@@ -29,5 +31,32 @@ def test_merge_undoes_split():
     assert torch.equal(back, x), "my_merge_heads(my_split_heads(x, 4)) must give x back"
 
 
-def test_against_the_package():
+def test_split_and_merge_against_the_package():
     check_split_merge_heads(my_split_heads, my_merge_heads)
+
+
+def test_each_head_is_scaled_by_its_own_width():
+    # 4 heads of width 1 (d_model = 4): query 1 scores key 0 and key 1 with q·k = 0 and
+    # 2 in every head; with the scale 1/sqrt(d_head) = 1 their weights are
+    # e^0 / (e^0 + e^2) and e^2 / (e^0 + e^2).
+    q = torch.ones(1, 1, 4)
+    k = torch.tensor([[[0.0] * 4, [2.0] * 4]])  # (1, 2, 4)
+    v = torch.tensor([[[0.0] * 4, [1.0] * 4]])
+    output, weights = my_multi_head_attention(q, k, v, 4)
+    share = math.exp(2) / (1 + math.exp(2))
+    assert weights.shape == (1, 4, 1, 2), (
+        f"weights are (B, h, L, S) = (1, 4, 1, 2); got {tuple(weights.shape)}"
+    )
+    assert torch.allclose(weights[0, :, 0, 1], torch.full((4,), share)), (
+        f"every head has d_head = 1, so its scale is 1/sqrt(1) = 1 and key 1 gets "
+        f"e^2 / (1 + e^2) = {share:.4f}; got {weights[0, :, 0, 1].tolist()}. A scale of "
+        f"1/sqrt(d_model) = 1/2 gives {math.exp(1) / (1 + math.exp(1)):.4f}."
+    )
+    assert torch.allclose(output, torch.full((1, 1, 4), share)), (
+        f"the output is the weights times the values: {share:.4f} in every feature; got "
+        f"{output.tolist()}"
+    )
+
+
+def test_multi_head_attention_against_the_package():
+    check_multi_head_attention(my_multi_head_attention)

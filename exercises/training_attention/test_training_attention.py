@@ -19,7 +19,8 @@ def test_period_4_by_hand():
     assert R[3, 0] == 1 and R[3].sum() == 1, (
         f"row 3 predicts x_4, a copy of x_0: all its weight on key 0; got {R[3].tolist()}"
     )
-    assert torch.allclose(R[8], torch.tensor([0, 0.5, 0, 0, 0, 0.5, 0, 0, 0])), (
+    expected_row_8 = torch.tensor([0, 0.5, 0, 0, 0, 0.5, 0, 0, 0], dtype=R.dtype)
+    assert torch.allclose(R[8], expected_row_8), (
         f"row 8 predicts x_9, which sits at keys 1 and 5: 1/2 on each; got {R[8].tolist()}"
     )
 

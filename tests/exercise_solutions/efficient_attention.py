@@ -11,6 +11,7 @@ def online_normalizer(stream: Iterator[float]) -> tuple[float, float]:
     m, row_sum = float("-inf"), 0.0
     for z in stream:
         m_new = max(m, z)
-        row_sum = row_sum * math.exp(m - m_new) + math.exp(z - m_new)
+        shift = m_new if m_new > float("-inf") else 0.0  # all -inf so far: exp(-inf) = 0
+        row_sum = row_sum * math.exp(m - shift) + math.exp(z - shift)
         m = m_new
     return m, row_sum

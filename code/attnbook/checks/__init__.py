@@ -31,8 +31,10 @@ Each checker is named after what it checks and lives in a module named after its
 - ``pytorch-implementation``: :func:`check_simple_attention` on the class
   ``MySimpleAttention``
 - ``causal-masks``: :func:`check_masked_softmax` on ``my_masked_softmax(scores, mask)``
+  and :func:`check_causal_mask` on ``my_causal_mask(L, S=None)``
 - ``multi-head-attention``: :func:`check_split_merge_heads` on ``my_split_heads(x, num_heads)``
-  and ``my_merge_heads(heads)``
+  and ``my_merge_heads(heads)``, and :func:`check_multi_head_attention` on
+  ``my_multi_head_attention(q, k, v, num_heads)``
 - ``training-attention``: :func:`check_repeat_pattern` on ``repeat_pattern(L, period)``
 - ``efficient-attention``: :func:`check_online_normalizer` on ``online_normalizer(stream)``
 - ``positions``: :func:`check_sinusoidal` on ``my_sinusoidal(L, E)``,
@@ -51,7 +53,7 @@ Each checker is named after what it checks and lives in a module named after its
 from __future__ import annotations
 
 from .attention_maps import check_row_entropy
-from .causal_masks import check_masked_softmax
+from .causal_masks import check_causal_mask, check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
 from .harness import ExerciseCheckError
@@ -66,7 +68,7 @@ from .language_model import (
     check_repeat_kv,
     check_window_mask,
 )
-from .multi_head_attention import check_split_merge_heads
+from .multi_head_attention import check_multi_head_attention, check_split_merge_heads
 from .positions import check_alibi_slopes, check_rope_interleaved, check_sinusoidal
 from .pytorch_implementation import check_simple_attention
 from .scaling import check_stable_softmax
@@ -79,9 +81,11 @@ __all__ = [
     "check_batched_raw_attention",
     "check_cache_bytes_per_token",
     "check_cached_rope_step",
+    "check_causal_mask",
     "check_copying_score",
     "check_masked_softmax",
     "check_mean_ablation",
+    "check_multi_head_attention",
     "check_nearest_by_cosine",
     "check_online_normalizer",
     "check_prefix_matching_score",

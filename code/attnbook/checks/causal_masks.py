@@ -1,4 +1,5 @@
-"""The checker of the chapter ``causal-masks``: :func:`check_masked_softmax`."""
+"""The checkers of the chapter ``causal-masks``: :func:`check_causal_mask` and
+:func:`check_masked_softmax`."""
 
 from __future__ import annotations
 
@@ -10,17 +11,139 @@ from torch import Tensor
 from .._validate import require_function
 from ..attention import masked_softmax
 from ..masks import causal_mask, padding_mask
-from .harness import Checks, Mismatch, call_reader, expect_close, name_of, number, randn
+from .harness import (
+    Checks,
+    Mismatch,
+    Mistake,
+    call_reader,
+    expect_close,
+    expect_mask,
+    name_of,
+    number,
+    randn,
+)
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
-__all__ = ["check_masked_softmax"]
+__all__ = ["check_causal_mask", "check_masked_softmax"]
 
 
 #: The fill value of a common wrong masked softmax, reproduced to recognise that mistake.
 _BIG_NEGATIVE_FILL = -1e9
 
 
+# ------------------------------------------------------------------ the causal mask
+
+_CAUSAL_HINT = (
+    "the L queries are the last L of the S tokens, so query i sits at position S - L + i "
+    "and may see key j when j <= i + (S - L): "
+    "`torch.ones(L, S, dtype=torch.bool).tril(S - L)`."
+)
+
+
+def _causal_hint(error: Exception) -> str | None:
+    if isinstance(error, TypeError) and "required positional argument" in str(error):
+        return ("S is optional: `def my_causal_mask(L, S=None)`, and without it the mask is "
+                "square, S = L.")
+    if isinstance(error, TypeError) and "NoneType" in str(error):
+        return ("S defaults to None: start with `S = L if S is None else S`, so that "
+                "`my_causal_mask(L)` is the square mask.")
+    return None
+
+
+def _tril(L: int, S: int, offset: int) -> Tensor:
+    return torch.ones(L, S, dtype=torch.bool).tril(offset)
+
+
+def check_causal_mask(mask_fn: Callable) -> None:
+    """Check ``mask_fn(L, S=None) -> (L, S) bool``: the causal mask, square or with a cache.
+
+    The exercise ``causal-masks-ex5`` of the chapter ``causal-masks``: the ``L`` queries
+    are the last ``L`` of ``S`` tokens (``S - L`` keys come from earlier steps, kept in a
+    cache), so query ``i`` sits at position ``S - L + i`` and may attend to key ``j`` when
+    ``j <= i + S - L``. ``S`` defaults to ``L``, the square mask ``j <= i``. True means "may
+    attend". The reference is :func:`attnbook.masks.causal_mask` with ``offset=S - L``.
+
+    Checks square masks (and the default ``S``), one new query after a cache, a few new
+    queries after a cache, and a single token. Its hints name a diagonal that is missing or
+    one key too far, the top-left alignment of ``F.scaled_dot_product_attention``'s
+    ``is_causal`` when ``L != S``, an offset off by one, the polarity reversed, the
+    transpose, a mask that ignores ``S``, and masks that are not boolean.
+    """
+    mask_fn = require_function("mask_fn", mask_fn)
+    checks = Checks("check_causal_mask", _causal_hint)
+    name = name_of(mask_fn)
+
+    def run(L: int, S: int | None) -> None:
+        args = (L,) if S is None else (L, S)
+        call = f"{name}({', '.join(str(a) for a in args)})"
+        keys = L if S is None else S
+        shift = keys - L
+        expected = causal_mask(L, keys, offset=shift)  # (L, S), bool
+        mistakes: list[Mistake] = [
+            ("off by one: a query may see itself, so the diagonal belongs to the mask: "
+             "`j <= i`, not `j < i` (`tril(0)`, not `tril(-1)`)." if shift == 0 else
+             f"off by one: query i sits at position S - L + i = {shift} + i and may see "
+             f"itself, so key j is allowed when j <= i + {shift}, not j < i + {shift}.",
+             lambda: _tril(L, keys, shift - 1)),
+            ("off by one: query i may see key i but not key i + 1, which is the next "
+             "token, the one it must predict: `j <= i`, not `j <= i + 1`." if shift == 0
+             else f"off by one: query i may see keys up to its own position "
+             f"S - L + i = {shift} + i, not one past it.", lambda: _tril(L, keys, shift + 1)),
+            (f"the queries are the LAST {L} of the {keys} tokens: query i sits at position "
+             f"S - L + i, so it sees the {shift} cached keys too. `tril()` with no offset "
+             f"aligns the top-left corner, as `F.scaled_dot_product_attention(..., "
+             f"is_causal=True)` does when L != S; shift the diagonal by S - L = {shift}.",
+             lambda: _tril(L, keys, 0)),
+            (f"the offset is S - L = {shift}, not L - S = {-shift}: the queries come after "
+             f"the cached keys, so they see more keys, not fewer.",
+             lambda: _tril(L, keys, -shift)),
+            ("True means 'may attend', as in F.scaled_dot_product_attention: yours is "
+             "True where the query may not (nn.MultiheadAttention's polarity). Negate it.",
+             lambda: ~expected),
+            ("rows are queries i and columns keys j: you built the transpose (`triu` "
+             "keeps the upper triangle, the later keys).",
+             lambda: expected.T if L == keys else _tril(keys, L, 0).T),
+        ]
+        got = call_reader(call, mask_fn, *args, names=("L", "S"))
+        expect_mask(f"the mask {call}", got, expected, mistakes=mistakes, hint=_CAUSAL_HINT,
+                    shape_hint=f"one row per query and one column per key: (L, S) = "
+                               f"({L}, {keys})." + (" Use S: the keys include the cached "
+                                                    "ones." if shift else ""))
+
+    for title, L, S in [
+        ("6 tokens, S left at its default: the square mask", 6, None),
+        ("5 queries and 5 keys, S given", 5, 5),
+        ("one new token after a cache of 6: L = 1, S = 7", 1, 7),
+        ("3 new tokens after a cache of 5: L = 3, S = 8", 3, 8),
+        ("4 new tokens after a cache of 1: L = 4, S = 5", 4, 5),
+        ("a single token: [[True]]", 1, None),
+    ]:
+        with checks.case(title):
+            run(L, S)
+    checks.passed()
+
+
+_EPS_HINT = (
+    "you renormalise with a small eps, w / (w.sum() + eps): in float16, eps = 1e-12 rounds "
+    "to 0 (float16 numbers below about 6e-8 are 0), so a row with no allowed key is "
+    "0 / 0 = NaN there, although it works in float32. Guard the empty rows instead: "
+    "`torch.where(has_key, w / w.sum(-1, keepdim=True), 0.0)`, or clamp the sum with "
+    "`torch.finfo(scores.dtype).tiny`."
+)
+
+
+def _renormalised(scores: Tensor, mask: Tensor, eps: float) -> Tensor:
+    """A softmax times the mask, renormalised by ``sum + eps`` in the scores' dtype."""
+    weights = torch.softmax(scores, dim=-1) * mask
+    return weights / (weights.sum(dim=-1, keepdim=True) + eps)
+
+
+def _over_queries(scores: Tensor, mask: Tensor) -> Tensor:
+    """The right masking, with the softmax over dim=-2 (the queries) instead of the keys."""
+    keep = mask | ~mask.any(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-2)
+    return weights.masked_fill(~mask, 0.0)
 
 
 def _masked_softmax_hint(error: Exception) -> str | None:
@@ -81,7 +204,11 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> None:
                  lambda: torch.softmax(wide.masked_fill(~mask, _BIG_NEGATIVE_FILL), dim=-1)
                  .to(scores.dtype)),
                 ("apply the mask: fill the forbidden scores with float('-inf') before the "
-                 "softmax.", lambda: torch.softmax(wide, dim=-1).to(scores.dtype))])
+                 "softmax.", lambda: torch.softmax(wide, dim=-1).to(scores.dtype)),
+                (_EPS_HINT, lambda: _renormalised(scores, mask, 1e-12)),
+                ("the softmax runs over the keys, the last dimension (dim=-1), so that each "
+                 "query's weights sum to 1; yours normalises over the queries.",
+                 lambda: _over_queries(wide, mask).to(scores.dtype))])
         leaked = got.detach()[~full_mask]
         if (leaked != 0).any():
             raise Mismatch(

@@ -73,7 +73,12 @@ def check_batched_raw_attention(attention_fn: Callable) -> None:
                           ("the softmax runs over the batch (dim=0): use dim=-1.",
                            lambda: torch.softmax(scores, dim=0)),
                           ("these are the scores x x^T: apply the softmax to them.",
-                           lambda: scores)])
+                           lambda: scores),
+                          ("the weights are the softmax of the scores, not the scores "
+                           "divided by their sum: scores can be negative, so that gives "
+                           "negative 'weights', and a sum near 0 blows them up. Use "
+                           "torch.softmax(scores, dim=-1).",
+                           lambda: scores / scores.sum(dim=-1, keepdim=True))])
         expect_close("output", got_output, expected.output,
                      hint="output = weights @ x: row i mixes the tokens with row i of "
                            "the weights.",

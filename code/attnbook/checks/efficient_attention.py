@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -36,8 +37,79 @@ _LOW_PRECISION_HINT = (
 )
 
 
+_ONE_PASS_HINT = (
+    "the point of the exercise is one pass in constant memory, as FlashAttention reads a row "
+    "of scores that never exists whole: keep only m and row_sum, update both for each z in "
+    "one `for z in stream:` loop, and keep no list of the scores."
+)
+_GUARD_HINT = (
+    "a row that begins with -inf (a masked key, as in left padding) has m = -inf until its "
+    "first real score, and then `row_sum * exp(m - m_new)` is 0 · exp(-inf + inf) = 0 · nan "
+    "= nan. Guard it as step 2.2 of the chapter's algorithm does: shift by 0 while m_new is "
+    "-inf (`shift = m_new if m_new > float('-inf') else 0.0`), or skip the scores that are "
+    "-inf (`if z == float('-inf'): continue`). A row of only -inf then ends with m = -inf "
+    "and row_sum = 0."
+)
+#: A reader holding more of the scores read so far than this is storing the stream: a
+#: one-pass loop holds the current score and the running maximum, at most a few.
+_MOST_SCORES_HELD = 4
+
+
+class _ReadTwice(RuntimeError):
+    """The reader's code asked a stream for more scores after reading it to the end."""
+
+
+class _StoredTheStream(RuntimeError):
+    """The reader's code kept the scores it had read instead of one running state."""
+
+
+class _Score(float):
+    """A score that can be watched: the stream sees whether the reader still holds it."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _OnePassStream(Iterator[float]):
+    """The scores of one row, read once, in order, and only as far as they are needed.
+
+    Asking for a score after the end raises :class:`_ReadTwice` (a generator would quietly
+    give nothing, and the reader's second loop would sum nothing). Reading a score while
+    more than :data:`_MOST_SCORES_HELD` of the earlier ones are still alive somewhere (a
+    ``list(stream)``, ``sorted(stream)`` or ``tee``) raises :class:`_StoredTheStream`.
+    """
+
+    def __init__(self, scores: Sequence[float]) -> None:
+        self._scores = list(scores)
+        self._read = 0
+        self._ended = False
+        self._given: list[weakref.ref] = []
+
+    def __iter__(self) -> _OnePassStream:
+        return self
+
+    def __next__(self) -> float:
+        if self._ended:
+            raise _ReadTwice(
+                f"the stream was read to its end ({len(self._scores)} scores) and then "
+                f"asked for more: it can be read only once")
+        if self._read == len(self._scores):
+            self._ended = True
+            raise StopIteration
+        held = sum(ref() is not None for ref in self._given)
+        if held > _MOST_SCORES_HELD:
+            raise _StoredTheStream(
+                f"{held} of the {self._read} scores read so far were still held when score "
+                f"{self._read + 1} was asked for: the scores are being stored, not streamed")
+        score = _Score(self._scores[self._read])
+        self._given.append(weakref.ref(score))
+        self._read += 1
+        return score
+
+
 def _online_normalizer_hint(error: Exception) -> str | None:
     message = str(error)
+    if isinstance(error, _ReadTwice | _StoredTheStream):
+        return _ONE_PASS_HINT
     if isinstance(error, OverflowError):
         return _ONLINE_OVERFLOW_HINT
     if isinstance(error, TypeError) and any(
@@ -50,6 +122,10 @@ def _online_normalizer_hint(error: Exception) -> str | None:
     if isinstance(error, ValueError) and "empty" in message:
         return ("the stream can be read only once: after `max(stream)` nothing is left. "
                 "Keep the maximum and the sum up to date in one loop.")
+    if isinstance(error, ValueError) and "math domain" in message:
+        return ("m + log(row_sum) is only defined when row_sum > 0: a row of only -inf has "
+                "row_sum = 0 and no log-sum-exp. Return (m, row_sum) and leave the log to "
+                "the caller.")
     return None
 
 
@@ -81,8 +157,11 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
 
     Checks rows of 1 to 1000 scores (random, rising so that the maximum moves at every
     step, falling, all equal), scores near 1000 and of order 1e4 where ``exp(z)`` overflows,
-    scores all below -1000, and masked scores ``-inf`` after the first one. A row whose
-    every score is ``-inf`` has no maximum and is not checked.
+    scores all below -1000, masked scores ``-inf`` after the first one, rows that begin with
+    ``-inf`` (left padding: the guard of the chapter's step 2.2) and a row of only ``-inf``,
+    whose answer is ``m = -inf`` and ``row_sum = 0``. The stream can be read once: a second
+    pass fails, and so does storing the scores (more than a few of them still held while
+    the next one is read), with a message that says the point is one pass.
     """
     normalizer_fn = require_function("normalizer_fn", normalizer_fn)
     checks = Checks("check_online_normalizer", _online_normalizer_hint)
@@ -93,14 +172,16 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
     def run(row: Tensor) -> None:
         row = row.double()  # (S,)
         scores = row.tolist()
-        result = call_reader(call, normalizer_fn, (z for z in scores), names=("stream",))
+        result = call_reader(call, normalizer_fn, _OnePassStream(scores), names=("stream",))
         got_m, got_row_sum = expect_pair(call, result, "m", "row_sum")
         low = [isinstance(v, Tensor) and v.is_floating_point() and v.dtype != torch.float64
                for v in (got_m, got_row_sum)]
         got_m = as_scalar("m", got_m, pair_hint)
         got_row_sum = as_scalar("row_sum", got_row_sum, pair_hint)
         m = float(row.max())
-        row_sum = float(torch.exp(row - m).sum())
+        empty = m == -math.inf  # every score is -inf: no maximum, nothing to sum
+        row_sum = 0.0 if empty else float(torch.exp(row - m).sum())
+        masked = -math.inf in scores
         note = f"the row: {len(scores)} scores {values(scores)}"
         expect_number(
             "m", got_m, m, atol=1e-12, rtol=1e-12, note=note,
@@ -121,11 +202,10 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
         expect_number(
             "row_sum", got_row_sum, row_sum, atol=1e-12, rtol=1e-9, note=note,
             hint=_LOW_PRECISION_HINT if low[1] else
-            "row_sum is the sum of exp(z_j - m) over the whole row, with m the final maximum.",
-            nan_hint=_ONLINE_OVERFLOW_HINT,
+            "row_sum is the sum of exp(z_j - m) over the whole row, with m the final maximum."
+            + (" A row of only -inf has row_sum = 0." if empty else ""),
+            nan_hint=_GUARD_HINT if masked else _ONLINE_OVERFLOW_HINT,
             mistakes=[
-                ("row_sum is 0: the stream can be read only once, and a second loop over it "
-                 "sees nothing. Update m and row_sum together, in one loop.", lambda: 0.0),
                 ("when a score beats the maximum, rescale the sum so far: "
                  "`row_sum = row_sum * exp(m_old - m_new) + exp(z - m_new)`. Without it the "
                  "old terms stay relative to the old maximum.", lambda: _without_rescaling(row)),
@@ -134,6 +214,8 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
                 ("row_sum is the sum of exp(z_j - m), relative to the maximum m, not of "
                  "exp(z_j): that is what keeps every term at most 1.",
                  lambda: torch.exp(row).sum())])
+        if empty:  # no softmax and no log-sum-exp: they need row_sum > 0
+            return
         # What (m, row_sum) are for: the softmax and the log-sum-exp of the row.
         expect_close("the softmax exp(z - m) / row_sum", torch.exp(row - got_m) / got_row_sum,
                      torch.softmax(row, dim=0), atol=1e-12, rtol=1e-9, note=note,
@@ -163,4 +245,10 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
         scores = randn(8, seed=85, dtype=torch.float64)
         scores[[1, 4, 5, 7]] = -math.inf
         run(scores)
+    with checks.case("left padding: a row that begins with 3 scores of -inf"):
+        scores = randn(10, seed=86, dtype=torch.float64)
+        scores[:3] = -math.inf
+        run(scores)
+    with checks.case("a row of only -inf (every key masked): m = -inf and row_sum = 0"):
+        run(torch.full((5,), -math.inf, dtype=torch.float64))
     checks.passed()

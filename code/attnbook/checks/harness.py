@@ -212,27 +212,56 @@ def describe(t: Tensor) -> str:
     return f"shape {tuple(t.shape)}, dtype {t.dtype}"
 
 
-def number(value: float | int | bool) -> str:
+def number(value: float | int | bool, digits: int = 4) -> str:
     if isinstance(value, bool | int):
         return str(value)
-    return f"{value:.4g}"
+    return f"{value:.{digits}g}"
 
 
-def values(flat: Sequence | Tensor, limit: int = 6) -> str:
+def values(flat: Sequence | Tensor, limit: int = 6, digits: int = 4) -> str:
     items = flat.tolist() if isinstance(flat, Tensor) else list(flat)
-    text = ", ".join(number(v) for v in items[:limit])
+    text = ", ".join(number(v, digits) for v in items[:limit])
     return f"[{text}{', ...' if len(items) > limit else ''}]"
 
 
-def _window(t: Tensor, index: tuple[int, ...], width: int = 6) -> tuple[str, str]:
+def _window(t: Tensor, index: tuple[int, ...], width: int = 6,
+            digits: int = 4) -> tuple[str, str]:
     """``t[row, a:b]`` around ``index``: a label and the values."""
     if t.dim() == 0:
-        return "", number(t.item())
+        return "", number(t.item(), digits)
     row, column = index[:-1], index[-1]
     start = max(0, min(column - width // 2, t.shape[-1] - width))
     stop = min(t.shape[-1], start + width)
     label = "[" + ", ".join([*(str(i) for i in row), f"{start}:{stop}"]) + "]"
-    return label, values(t[row][start:stop], limit=width)
+    return label, values(t[row][start:stop], limit=width, digits=digits)
+
+
+def _distinguishing_digits(expected: float, got: float) -> int:
+    """Significant digits enough to print ``expected`` and ``got`` differently (4 to 17)."""
+    for digits in range(4, 18):
+        if number(expected, digits) != number(got, digits):
+            return digits
+    return 17
+
+
+#: The next lower floating dtype: a difference the size of its rounding suggests that the
+#: reader's code computed in it somewhere.
+_LOWER = {torch.float64: torch.float32, torch.float32: torch.float16}
+
+
+def _precision_hint(got: Tensor, expected: Tensor, dtype: torch.dtype) -> str | None:
+    """A hint when ``got`` misses ``expected`` by about the rounding of a lower dtype."""
+    lower = _LOWER.get(dtype)
+    if lower is None:
+        return None
+    atol, rtol = TOLERANCE[lower]
+    if not torch.allclose(got, expected, atol=atol, rtol=rtol, equal_nan=True):
+        return None
+    name = str(lower).removeprefix("torch.")
+    return (f"close, but only to about {name} precision, and the inputs are "
+            f"{str(dtype).removeprefix('torch.')}: somewhere your code computes in {name} "
+            f"(a `.float()` or `.half()`, `torch.tensor(...)` of Python floats, which is "
+            f"float32, or a constant of that dtype). Keep the dtype of the input throughout.")
 
 
 def as_tensor(label: str, got: object, expected: Tensor, hint: str) -> Tensor:
@@ -299,15 +328,16 @@ def expect_close(label: str, got: object, expected: Tensor, *, hint: str,
         return got
     difference = (g - e).abs().nan_to_num(nan=math.inf)
     index = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
-    where, expected_values = _window(e, index)
-    _, got_values = _window(g, index)
+    digits = _distinguishing_digits(float(e[index]), float(g[index]))
+    where, expected_values = _window(e, index, digits=digits)
+    _, got_values = _window(g, index, digits=digits)
     raise Mismatch(
         f"wrong values in {label}",
         [*header,
          f"max abs difference {number(float(difference.max()))} at index {index} "
          f"(allowed: {atol:g} + {rtol:g}·|expected|)",
          f"expected{where} = {expected_values}", f"got{where}      = {got_values}", *notes],
-        diagnose(got, mistakes, atol, rtol) or hint)
+        diagnose(got, mistakes, atol, rtol) or _precision_hint(g, e, expected.dtype) or hint)
 
 
 def expect_pair(call: str, got: object, first: str, second: str) -> tuple[object, object]:
@@ -349,7 +379,7 @@ def expect_number(label: str, got: float, expected: float, *, atol: float, rtol:
     the difference."""
     if math.isfinite(expected) and not math.isfinite(got):
         headline, hint = f"{label} is {got!r} where a finite number was expected", nan_hint
-    elif abs(got - expected) <= atol + rtol * abs(expected):
+    elif got == expected or abs(got - expected) <= atol + rtol * abs(expected):
         return
     else:
         headline = f"wrong value of {label}"
@@ -367,3 +397,41 @@ def expect_number(label: str, got: float, expected: float, *, atol: float, rtol:
         details.append(f"difference {abs(got - expected):.3g} (allowed: {atol:g} + "
                        f"{rtol:g}·|expected|)")
     raise Mismatch(headline, [*details, note], hint)
+
+
+def _picture(row: Tensor) -> str:
+    """A row of a mask as ``x x . .``: x where the query may attend."""
+    return " ".join("x" if bool(a) else "." for a in row)
+
+
+def expect_mask(label: str, got: object, expected: Tensor, *, hint: str, shape_hint: str,
+                mistakes: Sequence[Mistake] = ()) -> None:
+    """Fail unless ``got`` is the boolean ``(L, S)`` mask ``expected`` (True = may attend).
+
+    The first wrong row is drawn as ``x x . .`` against the expected one; ``hint`` is given
+    when no known mistake in ``mistakes`` reproduces ``got``.
+    """
+    got = as_tensor(label, got, expected, hint)
+    header = [f"expected: {describe(expected)}", f"got:      {describe(got)}"]
+    if got.shape != expected.shape:
+        raise Mismatch(f"wrong shape of {label}: got {tuple(got.shape)}, expected "
+                       f"{tuple(expected.shape)}", header,
+                       diagnose(got, mistakes, atol=0.0, rtol=0.0) or shape_hint)
+    if got.dtype != torch.bool:
+        additive = got.is_floating_point() and bool(torch.isinf(got).any())
+        raise Mismatch(
+            f"{label} has dtype {got.dtype}, expected torch.bool", header,
+            "that is an additive mask, 0 or -inf: this one is boolean, True where the "
+            "query may attend (`bias == 0` converts it)." if additive else
+            "masks are boolean, True where the query may attend: comparisons such as "
+            "`j <= i` give booleans; combine them with & and |, not * and +.")
+    if torch.equal(got, expected):
+        return
+    row = int((got != expected).any(dim=-1).nonzero()[0])
+    raise Mismatch(
+        f"wrong {label.removeprefix('the ')}: first wrong at query {row}",
+        [f"keys          {' '.join(str(j % 10) for j in range(expected.shape[-1]))}",
+         f"expected[{row}] = {_picture(expected[row])}",
+         f"got[{row}]      = {_picture(got[row])}",
+         "x: may attend, .: may not"],
+        diagnose(got, mistakes, atol=0.0, rtol=0.0) or hint)

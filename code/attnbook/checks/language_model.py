@@ -28,11 +28,9 @@ from .harness import (
     Mismatch,
     Mistake,
     as_scalar,
-    as_tensor,
     call_reader,
-    describe,
-    diagnose,
     expect_close,
+    expect_mask,
     expect_number,
     name_of,
     randn,
@@ -459,11 +457,6 @@ def _band(L: int, recent: int, sinks: int, *, causal: str = "all",
     return allowed & (j <= i) if causal == "all" else allowed
 
 
-def _picture(row: Tensor) -> str:
-    """A row of a mask as ``x x . .``: x where the query may attend."""
-    return " ".join("x" if bool(a) else "." for a in row)
-
-
 def check_window_mask(mask_fn: Callable) -> None:
     """Check ``mask_fn(L, recent, sinks) -> (L, L) bool``: a sliding window with sinks.
 
@@ -513,30 +506,8 @@ def check_window_mask(mask_fn: Callable) -> None:
              lambda: expected.T),
         ]
         got = call_reader(call, mask_fn, L, recent, sinks, names=("L", "recent", "sinks"))
-        got = as_tensor(f"the mask {call}", got, expected, _WINDOW_HINT)
-        header = [f"expected: {describe(expected)}", f"got:      {describe(got)}"]
-        if got.shape != expected.shape:
-            raise Mismatch(f"wrong shape of the mask {call}: got {tuple(got.shape)}, "
-                           f"expected {tuple(expected.shape)}", header,
-                           "one row per query and one column per key: (L, L).")
-        if got.dtype != torch.bool:
-            additive = got.is_floating_point() and bool(torch.isinf(got).any())
-            raise Mismatch(
-                f"the mask {call} has dtype {got.dtype}, expected torch.bool", header,
-                "that is an additive mask, 0 or -inf: this one is boolean, True where the "
-                "query may attend (`bias == 0` converts it)." if additive else
-                "masks are boolean, True where the query may attend: comparisons such as "
-                "`j <= i` give booleans; combine them with & and |, not * and +.")
-        if torch.equal(got, expected):
-            return
-        row = int((got != expected).any(dim=-1).nonzero()[0])
-        hint = diagnose(got, mistakes, atol=0.0, rtol=0.0) or _WINDOW_HINT
-        raise Mismatch(
-            f"wrong mask {call}: first wrong at query {row}",
-            [f"keys          {' '.join(str(j % 10) for j in range(L))}",
-             f"expected[{row}] = {_picture(expected[row])}",
-             f"got[{row}]      = {_picture(got[row])}",
-             "x: may attend, .: may not"], hint)
+        expect_mask(f"the mask {call}", got, expected, mistakes=mistakes, hint=_WINDOW_HINT,
+                    shape_hint="one row per query and one column per key: (L, L).")
 
     for title, L, recent, sinks in [
         ("8 tokens, a window of 3, no sinks", 8, 3, 0),
