@@ -26,9 +26,11 @@ import io
 import re
 import tokenize
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
-from chapter_runner import notebook_chapters
+import yaml
+from chapter_runner import BOOK, notebook_chapters
 
 EXACT_CALLS = {"equal", "array_equal", "assert_array_equal"}
 FLOAT_METHODS = {"item", "max", "min", "sum", "mean", "norm", "prod", "std", "var", "dot",
@@ -40,9 +42,19 @@ REDUCTIONS = {"all", "any", "sum", "nonzero", "count_nonzero"}
 EXACT_COMMENT = re.compile(r"#\s*exact:\s*\S")
 
 
-def code_cells(chapter: Path) -> list[tuple[int, str]]:
-    """(line in the chapter where the cell's code starts, code) for each code cell."""
-    lines = chapter.read_text().splitlines()
+class Cell(NamedTuple):
+    start: int  # line in the chapter where the cell's code starts
+    tags: frozenset[str]
+    code: str
+
+
+def parse_cells(text: str) -> list[Cell]:
+    """Each ``{code-cell}`` of a MyST notebook's text, without its front matter or options.
+
+    Tags come from a ``:tags: [...]`` option or from ``tags:`` in the cell's ``---`` front
+    matter.
+    """
+    lines = text.splitlines()
     cells, start = [], None
     for number, line in enumerate(lines, start=1):
         if start is None and line.startswith("```{code-cell}"):
@@ -50,14 +62,23 @@ def code_cells(chapter: Path) -> list[tuple[int, str]]:
         elif start is not None and line.startswith("```"):
             body = lines[start - 1:number - 1]
             # Skip the cell's own ``---`` front matter or ``:tags:`` options.
-            offset = 0
+            options, offset = {}, 0
             if body and body[0] == "---":
                 offset = body.index("---", 1) + 1
+                options = yaml.safe_load("\n".join(body[1:offset - 1])) or {}
             while offset < len(body) and body[offset].startswith(":"):
+                key, _, value = body[offset][1:].partition(":")
+                options[key] = yaml.safe_load(value)
                 offset += 1
-            cells.append((start + offset, "\n".join(body[offset:])))
+            tags = frozenset(options.get("tags") or [])
+            cells.append(Cell(start + offset, tags, "\n".join(body[offset:])))
             start = None
     return cells
+
+
+def code_cells(chapter: Path) -> list[tuple[int, str]]:
+    """(line in the chapter where the cell's code starts, code) for each code cell."""
+    return [(cell.start, cell.code) for cell in parse_cells(chapter.read_text())]
 
 
 def _call_name(node: ast.AST) -> str | None:
@@ -189,3 +210,37 @@ def test_the_lint_flags_what_it_should() -> None:
     assert flagged == {3, 5, 8, 9}, flagged
     with pytest.raises(SyntaxError):
         exact_comparisons("assert (")
+
+
+#: Tags that take a cell's code off the page or fold it away behind a toggle.
+HIDDEN_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
+#: The longest code line a reader sees; longer ones scroll sideways on the page.
+CODE_COLUMN = 88
+
+
+def long_shown_lines(text: str, limit: int = CODE_COLUMN) -> list[tuple[int, int]]:
+    """(line in the text, length) of each line longer than ``limit`` in a shown code cell."""
+    return [(cell.start + index, len(line))
+            for cell in parse_cells(text) if not cell.tags & HIDDEN_TAGS
+            for index, line in enumerate(cell.code.splitlines())
+            if len(line) > limit]
+
+
+def test_shown_code_lines_fit_the_column() -> None:
+    offenders = [f"book/{chapter.name}:{line}: {length} characters"
+                 for chapter in sorted(BOOK.glob("*.md"))
+                 for line, length in long_shown_lines(chapter.read_text())]
+    assert not offenders, (
+        f"shown code-cell lines longer than {CODE_COLUMN} characters (break inside brackets, "
+        "put the comment on its own line, or name an intermediate value):\n"
+        + "\n".join(offenders))
+
+
+def test_the_column_check_sees_a_long_line() -> None:
+    long_line = "x = " + "1" * 96
+    assert len(long_line) == 100
+    shown = f"Text.\n\n```{{code-cell}} ipython3\nshort = 1\n{long_line}\n```\n"
+    assert long_shown_lines(shown) == [(5, 100)]
+    for options in (":tags: [remove-input]", "---\ntags: [remove-input]\n---"):
+        hidden = f"```{{code-cell}} ipython3\n{options}\n{long_line}\n```\n"
+        assert long_shown_lines(hidden) == []

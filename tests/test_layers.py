@@ -199,6 +199,20 @@ def test_vectorised_equals_loop_over_heads(bias, mask_kind, return_weights):
         assert w is None
 
 
+def test_each_head_is_scaled_by_its_own_width():
+    """The scale is 1/sqrt(d_head), not 1/sqrt(d_model): the bug of ng-video-lecture before
+    its pull request 6 (the bug gallery's first section)."""
+    torch.manual_seed(16)
+    mha = MultiHeadAttention(16, 4, bias=False).double()
+    x = randn(2, 5, 16, gen=generator(17))
+    _, weights = mha(x)
+    q, k = mha.split_heads(mha.q_proj(x)), mha.split_heads(mha.k_proj(x))  # (B, h, L, 4)
+    dots = q @ k.transpose(-2, -1)
+    torch.testing.assert_close(weights, torch.softmax(dots / 2.0, dim=-1))  # sqrt(4)
+    by_d_model = torch.softmax(dots / 4.0, dim=-1)  # sqrt(16): the bug
+    assert (weights - by_d_model).abs().max() > 1e-2
+
+
 def test_key_and_value_default_to_query_then_key():
     torch.manual_seed(16)
     mha = MultiHeadAttention(8, 2).double()
