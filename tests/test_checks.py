@@ -604,6 +604,21 @@ def online_stored_in_a_list(stream):
     return m, sum(math.exp(z - m) for z in scores)
 
 
+def online_stored_as_copies(stream):
+    scores = [float(z) for z in stream]  # new objects: the stream cannot see them held
+    m = max(scores)
+    return m, math.fsum(math.exp(z - m) for z in scores) if m > -math.inf else 0.0
+
+
+def online_starting_at_minus_1e30(stream):
+    m, row_sum = -1e30, 0.0  # the normaliser's version of the -1e9 fill
+    for z in stream:
+        m_new = max(m, z)
+        row_sum = row_sum * math.exp(m - m_new) + math.exp(z - m_new)
+        m = m_new
+    return m, row_sum
+
+
 def online_without_the_guard(stream):
     m, row_sum = float("-inf"), 0.0
     for z in stream:
@@ -1393,6 +1408,18 @@ def masked_renormalised_with_eps(scores, mask):
     return weights / (weights.sum(dim=-1, keepdim=True) + 1e-12)
 
 
+def masked_renormalised_with_a_guard(scores, mask):
+    """AllenNLP's old way: a softmax over every key, times the mask, renormalised."""
+    weights = torch.softmax(scores, dim=-1) * mask
+    total = weights.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, weights / total.clamp(min=1e-30), 0.0)
+
+
+def mha_weights_folded(q, k, v, num_heads):
+    out, weights = _heads(q, k, v, num_heads)
+    return my_merge_heads(out), weights.flatten(0, 1)
+
+
 def masked_over_the_queries(scores, mask):
     keep = mask | ~mask.any(dim=-1, keepdim=True)
     weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-2)
@@ -1597,6 +1624,12 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      (masked_renormalised_with_eps,),
      ["check 4 (rows with no allowed key (rows 0 and 1), float16)", "8 NaN",
       "in float16, eps = 1e-12 rounds to 0"]),
+    ("masked softmax renormalised with a guard", check_masked_softmax,
+     (masked_renormalised_with_a_guard,),
+     ["check 8 (allowed scores near -2e4 and a forbidden key, float32)",
+      "nothing is left to renormalise"]),
+    ("multi-head attention with the heads folded into the batch", check_multi_head_attention,
+     (mha_weights_folded,), ["got (6, 5, 5), expected (2, 3, 5, 5)", "`unflatten(0, (B, h))`"]),
     ("masked softmax over the queries", check_masked_softmax, (masked_over_the_queries,),
      ["check 1", "yours normalises over the queries"]),
     ("raw attention scaled", check_batched_raw_attention, (raw_attention_scaled,),
@@ -1670,7 +1703,7 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["check 1", "you built the transpose"]),
     ("causal mask ignoring S", check_causal_mask, (causal_square_only,),
      ["check 3", "wrong shape of the mask causal_square_only(1, 7): got (1, 1), expected "
-      "(1, 7)", "Use S: the keys include the cached ones"]),
+      "(1, 7)", "one column per key, S of them, the cached ones included"]),
     ("causal mask as floats", check_causal_mask, (causal_as_floats,),
      ["has dtype torch.float32, expected torch.bool", "comparisons such as"]),
     ("causal mask as an additive mask", check_causal_mask, (causal_additive,),
@@ -1744,9 +1777,17 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
       "the point of the exercise is one pass in constant memory"]),
     ("online normaliser storing the scores", check_online_normalizer,
      (online_stored_in_a_list,),
-     ["check 1", "raised _StoredTheStream: 5 of the 5 scores read so far were still held "
+     ["check 1", "raised _StoredTheStream: the last 5 scores read were all still held "
       "when score 6 was asked for", "the point of the exercise is one pass",
-      "keep no list of the scores"]),
+      "keep no list, array or tensor of the scores"]),
+    ("online normaliser storing copies of the scores", check_online_normalizer,
+     (online_stored_as_copies,),
+     ["check 12 (10,000 scores in constant memory", "MB at its peak on a row of 10,000 "
+      "scores: its memory grows with the row", "even of copies"]),
+    ("online normaliser starting at -1e30", check_online_normalizer,
+     (online_starting_at_minus_1e30,),
+     ["check 11 (a row of only -inf", "expected m = -inf", "got m      = -1e+30",
+      "not a large negative number such as -1e30"]),
     ("online normaliser without the guard for -inf", check_online_normalizer,
      (online_without_the_guard,),
      ["check 10 (left padding: a row that begins with 3 scores of -inf)",
@@ -2297,19 +2338,29 @@ def test_online_normalizer_reads_a_one_pass_stream_of_floats():
     def spy(stream):
         streams.append(stream)
         assert iter(stream) is stream and not hasattr(stream, "__len__")
-        row = []  # copies: float(z) is a new object, so the stream's score is let go
-        result = online_normalizer(z for z in stream if row.append(float(z)) is None)
-        rows.append(row)
+        seen = {"count": 0, "first": [], "floats": True, "plus_inf": False}
+
+        def watched():
+            for z in stream:
+                seen["count"] += 1
+                seen["floats"] &= isinstance(z, float)
+                seen["plus_inf"] |= z == math.inf
+                if len(seen["first"]) < 5:
+                    seen["first"].append(float(z))  # a copy: the score itself is let go
+                yield z
+
+        result = online_normalizer(watched())
+        rows.append(seen)
         with pytest.raises(RuntimeError, match="it can be read only once"):
             next(stream)  # read to the end, once: a second pass is refused
         return result
 
     check_online_normalizer(spy)
-    assert len(streams) == 11 and len({id(s) for s in streams}) == 11
-    assert all(isinstance(z, float) for row in rows for z in row)
-    assert math.inf not in [z for row in rows for z in row]
-    assert [row[0] for row in rows].count(-math.inf) == 2  # left padding, and all -inf
-    assert rows[-1] == [-math.inf] * 5
+    assert len(streams) == 12 and len({id(s) for s in streams}) == 12
+    assert all(row["floats"] and not row["plus_inf"] for row in rows)
+    assert [row["first"][0] for row in rows].count(-math.inf) == 2  # left padding, all -inf
+    assert rows[-2]["first"] == [-math.inf] * 5 and rows[-2]["count"] == 5
+    assert rows[-1]["count"] == 10_000
 
 
 def test_online_normalizer_stream_sees_stored_scores_only():

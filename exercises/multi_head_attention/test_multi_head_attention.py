@@ -36,8 +36,8 @@ def test_split_and_merge_against_the_package():
 
 
 def test_each_head_is_scaled_by_its_own_width():
-    # 4 heads of width 1 (d_model = 4): query 1 scores key 0 and key 1 with q·k = 0 and
-    # 2 in every head; with the scale 1/sqrt(d_head) = 1 their weights are
+    # 4 heads of width 1 (d_model = 4): the one query scores key 0 and key 1 with q·k = 0
+    # and 2 in every head; with the scale 1/sqrt(d_head) = 1 their weights are
     # e^0 / (e^0 + e^2) and e^2 / (e^0 + e^2).
     q = torch.ones(1, 1, 4)
     k = torch.tensor([[[0.0] * 4, [2.0] * 4]])  # (1, 2, 4)

@@ -107,9 +107,9 @@ def check_causal_mask(mask_fn: Callable) -> None:
         ]
         got = call_reader(call, mask_fn, *args, names=("L", "S"))
         expect_mask(f"the mask {call}", got, expected, mistakes=mistakes, hint=_CAUSAL_HINT,
-                    shape_hint=f"one row per query and one column per key: (L, S) = "
-                               f"({L}, {keys})." + (" Use S: the keys include the cached "
-                                                    "ones." if shift else ""))
+                    shape_hint=f"(L, S) = ({L}, {keys}): one row per query, L of them, and "
+                               f"one column per key, S of them"
+                               + (", the cached ones included." if shift else "."))
 
     for title, L, S in [
         ("6 tokens, S left at its default: the square mask", 6, None),
@@ -126,17 +126,27 @@ def check_causal_mask(mask_fn: Callable) -> None:
 
 _EPS_HINT = (
     "you renormalise with a small eps, w / (w.sum() + eps): in float16, eps = 1e-12 rounds "
-    "to 0 (float16 numbers below about 6e-8 are 0), so a row with no allowed key is "
-    "0 / 0 = NaN there, although it works in float32. Guard the empty rows instead: "
-    "`torch.where(has_key, w / w.sum(-1, keepdim=True), 0.0)`, or clamp the sum with "
-    "`torch.finfo(scores.dtype).tiny`."
+    "to 0 (the smallest positive float16 is about 6e-8), so a row with no allowed key is "
+    "0 / 0 = NaN there, although it works in float32. Fill the forbidden scores with "
+    "float('-inf') before the softmax instead, and write zeros into rows with no allowed key."
+)
+_RENORMALISED_HINT = (
+    "a softmax over all the keys, times the mask, then renormalised, loses the allowed keys "
+    "when their scores are far below a forbidden one: their exp underflows to 0 in the full "
+    "softmax, and nothing is left to renormalise. Fill the forbidden scores with "
+    "float('-inf') before the softmax, so that only the allowed keys compete."
 )
 
 
-def _renormalised(scores: Tensor, mask: Tensor, eps: float) -> Tensor:
-    """A softmax times the mask, renormalised by ``sum + eps`` in the scores' dtype."""
+def _renormalised(scores: Tensor, mask: Tensor, eps: float | None) -> Tensor:
+    """A softmax times the mask, renormalised by ``sum + eps`` in the scores' dtype, or
+    (``eps=None``) with rows whose sum is 0 set to 0."""
     weights = torch.softmax(scores, dim=-1) * mask
-    return weights / (weights.sum(dim=-1, keepdim=True) + eps)
+    total = weights.sum(dim=-1, keepdim=True)
+    if eps is None:
+        return torch.where(total > 0, weights / total.clamp(min=torch.finfo(total.dtype).tiny),
+                           0.0)
+    return weights / (total + eps)
 
 
 def _over_queries(scores: Tensor, mask: Tensor) -> Tensor:
@@ -149,8 +159,9 @@ def _over_queries(scores: Tensor, mask: Tensor) -> Tensor:
 def _masked_softmax_hint(error: Exception) -> str | None:
     message = str(error)
     if "overflow" in message:
-        return ("float16 cannot hold -1e9 (its largest magnitude is 65504): fill with "
-                "float('-inf') instead, and give rows with no allowed key a separate path.")
+        return ("float16 cannot hold that fill value (its largest magnitude is 65504; -1e9 "
+                "and float32's finfo.min are far beyond it): fill with float('-inf') "
+                "instead, and give rows with no allowed key a separate path.")
     if isinstance(error, IndexError | RuntimeError):
         return ("the mask may broadcast (a (B, 1, S) padding mask applies to every query): "
                 "use `masked_fill` and `mask.any(dim=-1, keepdim=True)`, not boolean "
@@ -205,6 +216,7 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> None:
                  .to(scores.dtype)),
                 ("apply the mask: fill the forbidden scores with float('-inf') before the "
                  "softmax.", lambda: torch.softmax(wide, dim=-1).to(scores.dtype)),
+                (_RENORMALISED_HINT, lambda: _renormalised(scores, mask, None)),
                 (_EPS_HINT, lambda: _renormalised(scores, mask, 1e-12)),
                 ("the softmax runs over the keys, the last dimension (dim=-1), so that each "
                  "query's weights sum to 1; yours normalises over the queries.",

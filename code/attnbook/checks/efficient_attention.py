@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -12,6 +14,7 @@ from torch import Tensor
 from .._validate import require_function
 from .harness import (
     Checks,
+    Mismatch,
     as_scalar,
     call_reader,
     expect_close,
@@ -28,8 +31,9 @@ __all__ = ["check_online_normalizer"]
 
 
 _ONLINE_OVERFLOW_HINT = (
-    "exp overflowed: e^z does not fit in a float once z is above about 709. Exponentiate "
-    "only z - m, with m the running maximum, so that no term exceeds 1."
+    "exp overflowed: e^z does not fit in a float once z is above about 709. Update the "
+    "maximum first, `m_new = max(m, z)`, then exponentiate only z - m_new and m - m_new, "
+    "so that no term exceeds 1."
 )
 _LOW_PRECISION_HINT = (
     "the scores are Python floats, that is float64; a float32 tensor such as "
@@ -38,9 +42,14 @@ _LOW_PRECISION_HINT = (
 
 
 _ONE_PASS_HINT = (
-    "the point of the exercise is one pass in constant memory, as FlashAttention reads a row "
-    "of scores that never exists whole: keep only m and row_sum, update both for each z in "
-    "one `for z in stream:` loop, and keep no list of the scores."
+    "the point of the exercise is one pass in constant memory: FlashAttention keeps one "
+    "block of a row at a time and never the whole row, and here a block is one score. Keep "
+    "only m and row_sum, update both for each z in one `for z in stream:` loop, and keep no "
+    "list, array or tensor of the scores."
+)
+_EMPTY_ROW_HINT = (
+    "every score of this row is -inf, so its maximum is -inf: start m at float('-inf') (not "
+    "0, and not a large negative number such as -1e30) and let `max(m, z)` keep it there."
 )
 _GUARD_HINT = (
     "a row that begins with -inf (a masked key, as in left padding) has m = -inf until its "
@@ -53,6 +62,10 @@ _GUARD_HINT = (
 #: A reader holding more of the scores read so far than this is storing the stream: a
 #: one-pass loop holds the current score and the running maximum, at most a few.
 _MOST_SCORES_HELD = 4
+#: Scores in the row that measures the reader's memory, and the most it may allocate at
+#: once (a list of them takes about 300 kB; a one-pass loop a few kB at most).
+_LONG_ROW = 10_000
+_MOST_BYTES = 48 * 1024
 
 
 class _ReadTwice(RuntimeError):
@@ -74,15 +87,17 @@ class _OnePassStream(Iterator[float]):
 
     Asking for a score after the end raises :class:`_ReadTwice` (a generator would quietly
     give nothing, and the reader's second loop would sum nothing). Reading a score while
-    more than :data:`_MOST_SCORES_HELD` of the earlier ones are still alive somewhere (a
-    ``list(stream)``, ``sorted(stream)`` or ``tee``) raises :class:`_StoredTheStream`.
+    the last :data:`_MOST_SCORES_HELD` + 1 scores given out are all still alive somewhere
+    (a ``list(stream)``, ``sorted(stream)`` or ``tee``) raises :class:`_StoredTheStream`.
+    Copies (``[float(z) for z in stream]``, ``np.fromiter``) are new objects: the memory
+    check of :func:`check_online_normalizer` catches those.
     """
 
     def __init__(self, scores: Sequence[float]) -> None:
-        self._scores = list(scores)
+        self._scores = scores
         self._read = 0
         self._ended = False
-        self._given: list[weakref.ref] = []
+        self._given: deque[weakref.ref] = deque(maxlen=_MOST_SCORES_HELD + 1)
 
     def __iter__(self) -> _OnePassStream:
         return self
@@ -98,7 +113,7 @@ class _OnePassStream(Iterator[float]):
         held = sum(ref() is not None for ref in self._given)
         if held > _MOST_SCORES_HELD:
             raise _StoredTheStream(
-                f"{held} of the {self._read} scores read so far were still held when score "
+                f"the last {held} scores read were all still held when score "
                 f"{self._read + 1} was asked for: the scores are being stored, not streamed")
         score = _Score(self._scores[self._read])
         self._given.append(weakref.ref(score))
@@ -161,7 +176,8 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
     ``-inf`` (left padding: the guard of the chapter's step 2.2) and a row of only ``-inf``,
     whose answer is ``m = -inf`` and ``row_sum = 0``. The stream can be read once: a second
     pass fails, and so does storing the scores (more than a few of them still held while
-    the next one is read), with a message that says the point is one pass.
+    the next one is read, or memory that grows with a row of 100,000 scores), with a
+    message that says the point is one pass.
     """
     normalizer_fn = require_function("normalizer_fn", normalizer_fn)
     checks = Checks("check_online_normalizer", _online_normalizer_hint)
@@ -169,13 +185,26 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
     pair_hint = ("return the pair `(m, row_sum)` of two numbers, for instance "
                  "`return m, row_sum`.")
 
-    def run(row: Tensor) -> None:
+    def run(row: Tensor, *, measure_memory: bool = False) -> None:
         row = row.double()  # (S,)
         scores = row.tolist()
-        result = call_reader(call, normalizer_fn, _OnePassStream(scores), names=("stream",))
+        stream = _OnePassStream(scores)
+        if not measure_memory:
+            result = call_reader(call, normalizer_fn, stream, names=("stream",))
+        else:
+            result, peak = _with_peak_memory(
+                lambda: call_reader(call, normalizer_fn, stream, names=("stream",)))
+            if peak > _MOST_BYTES:
+                raise Mismatch(
+                    f"{call} used {peak / 1e6:.1f} MB at its peak on a row of "
+                    f"{len(scores):,} scores: its memory grows with the row",
+                    [f"a one-pass loop needs a few kB at most; the limit here is "
+                     f"{_MOST_BYTES // 1024} kB"],
+                    "the scores are being stored (a list, an array, a tensor, even of "
+                    "copies): " + _ONE_PASS_HINT)
         got_m, got_row_sum = expect_pair(call, result, "m", "row_sum")
-        low = [isinstance(v, Tensor) and v.is_floating_point() and v.dtype != torch.float64
-               for v in (got_m, got_row_sum)]
+        low = [str(getattr(v, "dtype", "")).removeprefix("torch.")
+               in ("float32", "float16", "bfloat16") for v in (got_m, got_row_sum)]
         got_m = as_scalar("m", got_m, pair_hint)
         got_row_sum = as_scalar("row_sum", got_row_sum, pair_hint)
         m = float(row.max())
@@ -185,7 +214,7 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
         note = f"the row: {len(scores)} scores {values(scores)}"
         expect_number(
             "m", got_m, m, atol=1e-12, rtol=1e-12, note=note,
-            hint=_LOW_PRECISION_HINT if low[0] else
+            hint=_EMPTY_ROW_HINT if empty else _LOW_PRECISION_HINT if low[0] else
             "m is the largest score of the row: update it with every score, "
             "`m = max(m, z)`, starting from float('-inf').",
             nan_hint="start m at float('-inf') and update it with `m = max(m, z)`: it is "
@@ -251,4 +280,22 @@ def check_online_normalizer(normalizer_fn: Callable) -> None:
         run(scores)
     with checks.case("a row of only -inf (every key masked): m = -inf and row_sum = 0"):
         run(torch.full((5,), -math.inf, dtype=torch.float64))
+    with checks.case(f"{_LONG_ROW:,} scores in constant memory: nothing of the row is kept"):
+        run(randn(_LONG_ROW, seed=87, dtype=torch.float64), measure_memory=True)
     checks.passed()
+
+
+def _with_peak_memory(call: Callable[[], object]) -> tuple[object, int]:
+    """``call()`` and the most memory that Python allocated at once while it ran."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        result = call()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if started:
+            tracemalloc.stop()
+    return result, peak - before

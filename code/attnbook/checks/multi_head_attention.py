@@ -169,7 +169,6 @@ def check_multi_head_attention(mha_fn: Callable) -> None:
     mha_fn = require_function("mha_fn", mha_fn)
     checks = Checks("check_multi_head_attention", _mha_hint)
     call = f"{name_of(mha_fn)}(q, k, v, num_heads)"
-    pair_hint = "return the pair `(output, weights)`."
 
     def run(B: int, L: int, S: int, d_model: int, h: int, seed: int,
             dtype: torch.dtype = torch.float32) -> None:
@@ -208,6 +207,9 @@ def check_multi_head_attention(mha_fn: Callable) -> None:
              lambda: heads_attention(right, blocks=True)[1]),
             ("one map per head: the weights are (B, h, L, S), not averaged over the heads.",
              lambda: expected_weights.mean(dim=1)),
+            ("one map per head, with the heads as their own dimension: (B, h, L, S). Yours "
+             "folds the heads into the batch, (B·h, L, S): `unflatten(0, (B, h))` them out.",
+             lambda: expected_weights.flatten(0, 1)),
         ]
         output_mistakes: list[Mistake] = [
             ("merge the heads with the transpose back: (B, h, L, d_head) -> "
@@ -234,7 +236,7 @@ def check_multi_head_attention(mha_fn: Callable) -> None:
         note = (f"q {(B, L, d_model)}, k and v {(B, S, d_model)}, {h} heads of d_head = "
                 f"{d_head}, {dtype}")
         expect_close(f"weights of {call}", got_weights, expected_weights, note=note,
-                     hint=_MHA_HINT + " " + pair_hint, mistakes=weight_mistakes)
+                     hint=_MHA_HINT, mistakes=weight_mistakes)
         expect_close(f"output of {call}", got_output, expected_output, note=note,
                      hint=_MHA_HINT, mistakes=output_mistakes)
 
