@@ -131,6 +131,33 @@ def test_screenshot_in_light_and_dark_mode(browser, site_url: str, built_book: P
         context.close()
 
 
+#: Pages whose exercise checkers fail on purpose, on the untouched starter code.
+CHECKER_PAGES = ["book/scaling", "book/causal-masks", "book/efficient-attention"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("name", CHECKER_PAGES)
+def test_a_failing_checkers_hint_is_shown_in_full(browser, site_url: str, name: str,
+                                                   width: int) -> None:
+    """The message of a checker that fails on the starter wraps inside the column: its hint
+    is never cut off behind a horizontal scroll bar."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{site_url}/{name}.html")
+        boxes = tab.evaluate(
+            "() => [...document.querySelectorAll('div.output.traceback pre')].map(pre =>"
+            " ({text: pre.innerText, scroll: pre.scrollWidth, client: pre.clientWidth}))")
+        with_hint = [box for box in boxes if "hint:" in box["text"]]
+        assert with_hint, f"{name}: no failing checker with a hint on the page"
+        for box in with_hint:
+            assert box["scroll"] <= box["client"] + 1, (
+                f"{name} at {width} px: the checker's message is {box['scroll']} px wide in "
+                f"a {box['client']} px box")
+    finally:
+        context.close()
+
+
 #: What a reader can type a search into: the theme's search buttons and any search input.
 SEARCH_FIELDS = "input[type=search], .search-button-field"
 
