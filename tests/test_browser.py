@@ -131,6 +131,20 @@ def test_screenshot_in_light_and_dark_mode(browser, site_url: str, built_book: P
         context.close()
 
 
+@pytest.mark.parametrize("name", PAGES)
+def test_no_page_is_wider_than_a_phone(browser, site_url: str, name: str) -> None:
+    """At 390 px (a phone held upright) the page scrolls down only: long inline code breaks,
+    code blocks and tables scroll inside their own boxes."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{site_url}/{name}.html")
+        width = tab.evaluate("document.documentElement.scrollWidth")
+        assert width <= 391, f"{name} is {width} px wide on a 390 px screen"
+    finally:
+        context.close()
+
+
 #: Pages whose exercise checkers fail on purpose, on the untouched starter code.
 CHECKER_PAGES = ["book/scaling", "book/causal-masks", "book/efficient-attention"]
 

@@ -177,9 +177,10 @@ def test_bad_sizes_name_the_argument(func, kwargs, error, name):
 
 
 @pytest.mark.parametrize("length", [2, 6, 12])
-def test_sequential_depths_are_L_and_one(length):
+def test_sequential_depths_are_L_and_three_stages(length):
     found = texts_by_gid(diagrams.sequential_vs_parallel(length))
     assert f"L = {length} dependent steps" in found["rnn-depth"]
+    assert found["attn-depth"].startswith("3 dependent stages")
     assert "does not grow with L" in found["attn-depth"]
     left, right = diagrams.sequential_vs_parallel(length).axes
     # One state box per step on the left, L*L score cells (and Q, K^T) on the right.

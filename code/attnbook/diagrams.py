@@ -436,9 +436,9 @@ def sequential_vs_parallel(length: int = 6) -> Figure:
     by its input ``x_t`` and by the previous state, so step ``t`` cannot start before step
     ``t - 1`` ends: the sequential depth is ``L``. Right panel: attention's ``L x L`` score
     grid, fed by ``Q`` (``L x d``) on its left and ``K^T`` (``d x L``) on top; every score
-    comes out of one matrix product, so the depth does not grow with ``L``: a product, a
-    softmax and a weighted sum, whatever ``L`` is (the grid's diagonal is not special: all
-    cells are computed together). The depth and the number of
+    comes out of one matrix product, so the number of dependent stages does not grow with
+    ``L``: a product, a softmax and a weighted sum, whatever ``L`` is (the grid's diagonal
+    is not special: all cells are computed together). The depth and the number of
     scores printed are counted from the drawing's own tensors (a causal chain of ``L``
     states, a score matrix from :func:`attnbook.attention.attention_scores`).
 
@@ -521,8 +521,8 @@ def sequential_vs_parallel(length: int = 6) -> Figure:
         right.text(panel_w / 2, 0.12, "one matrix product computes every score at once",
                    ha="center", va="bottom", fontsize=10)
         depth = right.text(panel_w / 2, height - 0.62,
-                           "sequential depth: fixed (does not grow with L)", ha="center", va="top",
-                           fontsize=11, color="#009E73")
+                           "3 dependent stages (their number does not grow with L)",
+                           ha="center", va="top", fontsize=11, color="#009E73")
         depth.set_gid("attn-depth")
         # A divider between the panels.
         right.plot([0.02, 0.02], [0.3, height - 0.3], color="#BBBBBB", linewidth=1)
@@ -1012,4 +1012,140 @@ def rope_rotation(m: int = 2, n: int = 1, shift: int = 2, theta: float = 0.5) ->
                                  fontsize=11)
             title.set_gid(f"rope-score-{mq}-{nk}")
         fig.tight_layout()
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 7. data flow
+
+
+def attention_data_flow(length: int = 4, d_model: int = 8, d_k: int = 4, d_v: int = 4
+                        ) -> Figure:
+    """The matrix data flow of one self-attention layer, every tensor with its shape.
+
+    Tensors are boxes; operations label the arrows. From left to right: the token vectors
+    ``X`` ``(L, d_model)``; three projections ``W_q``, ``W_k`` ``(d_model, d_k)`` and ``W_v``
+    ``(d_model, d_v)``; the queries ``Q`` ``(L, d_k)``, keys ``K`` ``(S, d_k)`` and values
+    ``V`` ``(S, d_v)``; the scores ``Q K^T`` ``(L, S)``; the factor ``1/sqrt(d_k)`` and a
+    softmax over each row, which give the weights ``A`` ``(L, S)``; the output ``A V``
+    ``(L, d_v)``. A note says that ``S = L`` here, because the keys and values come from the
+    same ``X`` as the queries (self-attention).
+
+    Every shape printed is read from real tensors of the given sizes: a seeded input and
+    seeded projections, :func:`attnbook.attention.attention_scores` for the scores and
+    :func:`attnbook.attention.attention` (with its default scale ``1/sqrt(d_k)``, whose value
+    is printed too) for the weights and the output. The shape texts carry gids:
+    ``shape-x``, ``shape-wq``, ``shape-wk``, ``shape-wv``, ``shape-q``, ``shape-k``,
+    ``shape-v``, ``shape-scores``, ``shape-weights`` and ``shape-output``; the scale's label
+    is ``scale-label``.
+
+    Args:
+        length: the sequence length ``L`` (so also ``S``), from 1 to 512.
+        d_model: the width of a token vector, from 1 to 512.
+        d_k: the width of a query and of a key, from 1 to 512.
+        d_v: the width of a value, and so of the output, from 1 to 512.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if an argument is outside 1..512.
+    """
+    L = _require_int("length", length, 1, 512)
+    D = _require_int("d_model", d_model, 1, 512)
+    E = _require_int("d_k", d_k, 1, 512)
+    Ev = _require_int("d_v", d_v, 1, 512)
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(L, D, generator=generator, dtype=torch.float64)  # (L, d_model)
+    w_q = torch.randn(D, E, generator=generator, dtype=torch.float64)  # (d_model, d_k)
+    w_k = torch.randn(D, E, generator=generator, dtype=torch.float64)  # (d_model, d_k)
+    w_v = torch.randn(D, Ev, generator=generator, dtype=torch.float64)  # (d_model, d_v)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (L, d_k), (S, d_k), (S, d_v)
+    scores = attention_scores(q, k, 1.0)  # (L, S)
+    factor = scale_factor(None, E)
+    output, weights = attention(q, k, v)  # (L, d_v), (L, S); scale 1/sqrt(d_k)
+    torch.testing.assert_close(weights, masked_softmax(scores * factor))
+
+    box_w, box_h = 1.3, 0.95
+    gap_proj, gap_short, gap_ops = 1.25, 0.55, 1.35  # horizontal room for the arrows
+    x_x = 0.15
+    x_qkv = x_x + box_w + gap_proj
+    x_scores = x_qkv + box_w + gap_short
+    x_weights = x_scores + box_w + gap_ops
+    x_out = x_weights + box_w + gap_short
+    width = x_out + box_w + 0.15
+    y_q, y_k, y_v = 3.35, 2.1, 0.85  # centres of the three rows
+    y_scores = (y_q + y_k) / 2
+    y_out = 1.35
+    height = 4.45
+
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+
+        def tensor_box(x: float, y_mid: float, name: str, symbols: str,
+                       tensor: torch.Tensor, face: str, gid: str) -> None:
+            """A box: the tensor's name on top, its shape (read from ``tensor``) below."""
+            _box(ax, x, y_mid - box_h / 2, box_w, box_h, face=face)
+            ax.text(x + box_w / 2, y_mid + 0.2, name, ha="center", va="center",
+                    fontsize=11, color=_INK, zorder=3)
+            shape = ax.text(x + box_w / 2, y_mid - 0.17, _shape_text(symbols, tensor),
+                            ha="center", va="center", fontsize=9.5, color="#333333",
+                            family="monospace", linespacing=1.15, zorder=3)
+            shape.set_gid(gid)
+
+        def projection(y_row: float, symbol: str, symbols: str, matrix: torch.Tensor,
+                       gid: str) -> None:
+            """The arrow from X into one row, labelled with its projection and shape."""
+            start, split, end = x_x + box_w, x_x + box_w + 0.22, x_qkv
+            if y_row == y_k:
+                _arrow(ax, (start, y_row), (end, y_row))
+            else:
+                _path_arrow(ax, [(start, y_k), (split, y_k), (split, y_row), (end, y_row)])
+            mid = (split + end) / 2 + 0.05
+            ax.text(mid, y_row + 0.07, f"$\\times\\,{symbol}$", ha="center", va="bottom",
+                    fontsize=11)
+            shape = ax.text(mid, y_row - 0.07, f"{symbols}\n= {tuple(matrix.shape)}",
+                            ha="center", va="top", fontsize=8.5, color="#333333",
+                            family="monospace", linespacing=1.1)
+            shape.set_gid(gid)
+
+        tensor_box(x_x, y_k, "tokens $X$", "(L, d_model)", x, _FILL_IO, "shape-x")
+        projection(y_q, "W_q", "(d_model, d_k)", w_q, "shape-wq")
+        projection(y_k, "W_k", "(d_model, d_k)", w_k, "shape-wk")
+        projection(y_v, "W_v", "(d_model, d_v)", w_v, "shape-wv")
+        tensor_box(x_qkv, y_q, "queries $Q$", "(L, d_k)", q, _FILL_ATTENTION, "shape-q")
+        tensor_box(x_qkv, y_k, "keys $K$", "(S, d_k)", k, _FILL_NORM, "shape-k")
+        tensor_box(x_qkv, y_v, "values $V$", "(S, d_v)", v, _FILL_FFN, "shape-v")
+
+        # Q and K meet in the scores; the factor and the softmax turn them into weights.
+        _arrow(ax, (x_qkv + box_w, y_q), (x_scores, y_scores + 0.2))
+        _arrow(ax, (x_qkv + box_w, y_k), (x_scores, y_scores - 0.2))
+        tensor_box(x_scores, y_scores, "scores $QK^{\\top}$", "(L, S)", scores, _SOFT,
+                   "shape-scores")
+        _arrow(ax, (x_scores + box_w, y_scores), (x_weights, y_scores))
+        mid = x_scores + box_w + gap_ops / 2
+        scale_label = ax.text(mid, y_scores + 0.07,
+                              f"$\\times\\,1/\\sqrt{{d_k}}$\n= {factor:.3g}", ha="center",
+                              va="bottom", fontsize=10.5, linespacing=1.3)
+        scale_label.set_gid("scale-label")
+        ax.text(mid, y_scores - 0.07, "softmax of\neach row", ha="center", va="top",
+                fontsize=10.5, linespacing=1.2)
+        tensor_box(x_weights, y_scores, "weights $A$", "(L, S)", weights, _FILL_CROSS,
+                   "shape-weights")
+
+        # A and V meet in the output: each output row is a weighted average of values.
+        out_c = x_out + box_w / 2
+        _path_arrow(ax, [(x_weights + box_w, y_scores), (out_c, y_scores),
+                         (out_c, y_out + box_h / 2)])
+        _path_arrow(ax, [(x_qkv + box_w, y_v), (out_c, y_v), (out_c, y_out - box_h / 2)])
+        tensor_box(x_out, y_out, "output $AV$", "(L, d_v)", output, _FILL_IO,
+                   "shape-output")
+        ax.text((x_scores + x_weights + box_w) / 2, y_v + 0.1,
+                "$V$: each output row is a weighted\naverage of the rows of $V$",
+                ha="center", va="bottom", fontsize=9.5, color="#333333", linespacing=1.2)
+        ax.text(width / 2, height - 0.12,
+                "self-attention: Q, K and V all come from X, so S = L",
+                ha="center", va="top", fontsize=10, color="#333333")
     return _check_width(fig)
