@@ -57,9 +57,13 @@ CASES = {
     "cross_attention": lambda: diagrams.cross_attention(),
     "rope_rotation": lambda: diagrams.rope_rotation(),
     "rope_rotation_far": lambda: diagrams.rope_rotation(4, 0, 4, 0.6),
+    "attention_data_flow": lambda: diagrams.attention_data_flow(),
+    "attention_data_flow_large": lambda: diagrams.attention_data_flow(512, 512, 512, 512),
+    "attention_data_flow_small": lambda: diagrams.attention_data_flow(1, 1, 1, 1),
 }
 N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
-          "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2}
+          "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2,
+          "attention_data_flow": 1}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -170,6 +174,14 @@ def test_query_trip_bad_arguments_name_the_argument(kwargs, error, name):
     (diagrams.multi_head_split, {"num_heads": 0}, ValueError, "num_heads"),
     (diagrams.multi_head_split, {"d_model": "8"}, TypeError, "d_model"),
     (diagrams.multi_head_split, {"length": 0}, ValueError, "length"),
+    (diagrams.attention_data_flow, {"length": 0}, ValueError, "length"),
+    (diagrams.attention_data_flow, {"length": 513}, ValueError, "length"),
+    (diagrams.attention_data_flow, {"d_model": 4.0}, TypeError, "d_model"),
+    (diagrams.attention_data_flow, {"d_model": 0}, ValueError, "d_model"),
+    (diagrams.attention_data_flow, {"d_k": "4"}, TypeError, "d_k"),
+    (diagrams.attention_data_flow, {"d_k": -1}, ValueError, "d_k"),
+    (diagrams.attention_data_flow, {"d_v": True}, TypeError, "d_v"),
+    (diagrams.attention_data_flow, {"d_v": 600}, ValueError, "d_v"),
 ])
 def test_bad_sizes_name_the_argument(func, kwargs, error, name):
     with pytest.raises(error, match=name):
@@ -205,6 +217,38 @@ def test_multi_head_shapes_are_the_tensors_shapes(length, d_model, num_heads):
     }
     for gid, shape in expected.items():
         assert found[gid].endswith(f"= {shape}"), (gid, found[gid])
+
+
+@pytest.mark.parametrize(("length", "d_model", "d_k", "d_v"), [(4, 8, 4, 4), (3, 12, 5, 7),
+                                                               (1, 1, 1, 1), (6, 16, 16, 2)])
+def test_attention_data_flow_shapes_are_the_tensors_shapes(length, d_model, d_k, d_v):
+    found = texts_by_gid(diagrams.attention_data_flow(length, d_model, d_k, d_v))
+    S = length  # self-attention: the keys and values come from the same X
+    expected = {
+        "shape-x": ("(L, d_model)", (length, d_model)),
+        "shape-wq": ("(d_model, d_k)", (d_model, d_k)),
+        "shape-wk": ("(d_model, d_k)", (d_model, d_k)),
+        "shape-wv": ("(d_model, d_v)", (d_model, d_v)),
+        "shape-q": ("(L, d_k)", (length, d_k)),
+        "shape-k": ("(S, d_k)", (S, d_k)),
+        "shape-v": ("(S, d_v)", (S, d_v)),
+        "shape-scores": ("(L, S)", (length, S)),
+        "shape-weights": ("(L, S)", (length, S)),
+        "shape-output": ("(L, d_v)", (length, d_v)),
+    }
+    assert set(expected) <= set(found)
+    for gid, (symbols, shape) in expected.items():
+        assert found[gid] == f"{symbols}\n= {shape}", (gid, found[gid])
+    assert found["scale-label"].endswith(f"= {1 / d_k ** 0.5:.3g}")
+    assert "sqrt{d_k}" in found["scale-label"]
+
+
+def test_attention_data_flow_says_keys_and_values_come_from_x():
+    texts = [t.get_text() for t in diagrams.attention_data_flow().axes[0].texts]
+    assert any("S = L" in text for text in texts)
+    for name in ("tokens $X$", "queries $Q$", "keys $K$", "values $V$", "weights $A$",
+                 "output $AV$", "softmax of\neach row"):
+        assert name in texts, name
 
 
 def test_multi_head_columns_are_coloured_by_head():

@@ -17,6 +17,8 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
 - :func:`cross_attention`: an encoder-decoder, with cross-attention's queries and keys.
 - :func:`rope_rotation`: rotary positions in 2-D: a query at position m and a key at n turn
   by m theta and n theta; shifting both keeps the angle between them, and so the score.
+- :func:`attention_data_flow`: one self-attention layer as matrices: X, the projections,
+  Q, K, V, the scores, the weights and the output, each with its shape.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "EXAMPLE_VALUES",
     "EXAMPLE_V_FEATURES",
     "MAX_WIDTH_PX",
+    "attention_data_flow",
     "cross_attention",
     "multi_head_split",
     "query_trip",
@@ -1067,8 +1070,8 @@ def attention_data_flow(length: int = 4, d_model: int = 8, d_k: int = 4, d_v: in
     output, weights = attention(q, k, v)  # (L, d_v), (L, S); scale 1/sqrt(d_k)
     torch.testing.assert_close(weights, masked_softmax(scores * factor))
 
-    box_w, box_h = 1.3, 0.95
-    gap_proj, gap_short, gap_ops = 1.25, 0.55, 1.35  # horizontal room for the arrows
+    box_w, box_h = 1.2, 0.95
+    gap_proj, gap_short, gap_ops = 1.5, 0.5, 1.25  # horizontal room for the arrows
     x_x = 0.15
     x_qkv = x_x + box_w + gap_proj
     x_scores = x_qkv + box_w + gap_short
@@ -1077,7 +1080,7 @@ def attention_data_flow(length: int = 4, d_model: int = 8, d_k: int = 4, d_v: in
     width = x_out + box_w + 0.15
     y_q, y_k, y_v = 3.35, 2.1, 0.85  # centres of the three rows
     y_scores = (y_q + y_k) / 2
-    y_out = 1.35
+    y_out = y_v + 0.45 + box_h / 2  # room for the arrow from V below it
     height = 4.45
 
     with mpl.rc_context(book_style()):
@@ -1103,11 +1106,11 @@ def attention_data_flow(length: int = 4, d_model: int = 8, d_k: int = 4, d_v: in
                 _arrow(ax, (start, y_row), (end, y_row))
             else:
                 _path_arrow(ax, [(start, y_k), (split, y_k), (split, y_row), (end, y_row)])
-            mid = (split + end) / 2 + 0.05
+            mid = (split + end) / 2
             ax.text(mid, y_row + 0.07, f"$\\times\\,{symbol}$", ha="center", va="bottom",
                     fontsize=11)
             shape = ax.text(mid, y_row - 0.07, f"{symbols}\n= {tuple(matrix.shape)}",
-                            ha="center", va="top", fontsize=8.5, color="#333333",
+                            ha="center", va="top", fontsize=9, color="#333333",
                             family="monospace", linespacing=1.1)
             shape.set_gid(gid)
 
