@@ -218,8 +218,8 @@ def check_multi_head_attention(mha_fn: Callable) -> None:
              .output.reshape(B, L, d_model)),
             ("the output is the heads merged, (B, L, d_model), not (B, h, L, d_head).",
              lambda: attention(split(q), split(k), split(v), scale=right).output),
-            *[(hint, lambda wrong=wrong: merge(wrong() @ split(v))
-               if wrong().dim() == 4 else wrong())
+            # The scale mistakes (the first three), carried through to the output.
+            *[(hint, lambda wrong=wrong: merge(wrong() @ split(v)))
               for hint, wrong in weight_mistakes[:3]],
         ]
         got = call_reader(call, mha_fn, q.clone(), k.clone(), v.clone(), h,
