@@ -60,10 +60,14 @@ CASES = {
     "attention_data_flow": lambda: diagrams.attention_data_flow(),
     "attention_data_flow_large": lambda: diagrams.attention_data_flow(512, 512, 512, 512),
     "attention_data_flow_small": lambda: diagrams.attention_data_flow(1, 1, 1, 1),
+    "tiled_attention": lambda: diagrams.tiled_attention(),
+    "tiled_attention_large": lambda: diagrams.tiled_attention(16, 13, 3, step=1),
+    "tiled_attention_one_row": lambda: diagrams.tiled_attention(2, 16, 8),
+    "tiled_attention_last_step": lambda: diagrams.tiled_attention(11, 6, 2, step=18),
 }
 N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
           "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2,
-          "attention_data_flow": 1}
+          "attention_data_flow": 1, "tiled_attention": 2}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -182,6 +186,15 @@ def test_query_trip_bad_arguments_name_the_argument(kwargs, error, name):
     (diagrams.attention_data_flow, {"d_k": -1}, ValueError, "d_k"),
     (diagrams.attention_data_flow, {"d_v": True}, TypeError, "d_v"),
     (diagrams.attention_data_flow, {"d_v": 600}, ValueError, "d_v"),
+    (diagrams.tiled_attention, {"L": 1}, ValueError, "L must be between 2 and 16"),
+    (diagrams.tiled_attention, {"S": 17}, ValueError, "S must be between 2 and 16"),
+    (diagrams.tiled_attention, {"block_size": 0}, ValueError, "block_size"),
+    (diagrams.tiled_attention, {"block_size": 2.0}, TypeError, "block_size"),
+    (diagrams.tiled_attention, {"L": 16, "block_size": 2}, ValueError,
+     "block_size=2 cuts L=16 into 8 tiles"),
+    (diagrams.tiled_attention, {"step": 0}, ValueError, "step"),
+    (diagrams.tiled_attention, {"step": 21}, ValueError, "step must be between 1 and 20"),
+    (diagrams.tiled_attention, {"step": True}, TypeError, "step"),
 ])
 def test_bad_sizes_name_the_argument(func, kwargs, error, name):
     with pytest.raises(error, match=name):
@@ -310,3 +323,62 @@ def test_rope_rotation_bad_arguments():
         diagrams.rope_rotation(m=5)
     with pytest.raises(ValueError, match="theta must be between"):
         diagrams.rope_rotation(theta=1.0)
+
+
+@pytest.mark.parametrize(("L", "S", "block_size"), [(8, 10, 2), (16, 13, 3), (5, 7, 2),
+                                                    (2, 16, 8), (6, 6, 1)])
+def test_tiled_attention_numbers_the_tiles_in_blockwise_attentions_order(
+        monkeypatch, L, S, block_size):
+    """Record the tiles blockwise_attention computes, in order, from the rows of q and k it
+    multiplies (q[i, 0] = i, k[j, 1] = j), and read the drawing's visit numbers."""
+    from attnbook import efficient
+
+    visited = []
+    tile_scores = efficient._tile_scores
+
+    def recording(q_rows, k_cols, allowed):
+        visited.append((int(q_rows[0, 0]) // block_size, int(k_cols[0, 1]) // block_size))
+        return tile_scores(q_rows, k_cols, allowed)
+
+    monkeypatch.setattr(efficient, "_tile_scores", recording)
+    q = torch.zeros(L, 2, dtype=torch.float64)
+    q[:, 0] = torch.arange(L)
+    k = torch.zeros(S, 2, dtype=torch.float64)
+    k[:, 1] = torch.arange(S)
+    efficient.blockwise_attention(q, k, torch.ones(S, 1, dtype=torch.float64), scale=1.0,
+                                  block_size=block_size)
+    found = texts_by_gid(diagrams.tiled_attention(L, S, block_size))
+    numbers = {gid: text for gid, text in found.items() if gid.startswith("visit-")}
+    assert len(numbers) == len(visited) == len(set(visited))  # each tile once
+    assert [int(numbers[f"visit-{i}-{j}"]) for i, j in visited] == list(
+        range(1, len(visited) + 1))
+    assert visited[1] == ((0, 1) if S > block_size else (1, 0))  # the inner loop: keys
+
+
+@pytest.mark.parametrize("step", [1, 8, 20])
+def test_tiled_attention_colours_what_is_in_fast_memory(step):
+    from matplotlib.colors import to_rgba
+
+    fig = diagrams.tiled_attention(8, 10, 2, step=step)
+    patches = {p.get_gid(): p for ax in fig.axes for p in ax.patches if p.get_gid()}
+    found = texts_by_gid(fig)
+    now_i = now_j = None
+    fast = to_rgba(diagrams._FILL_FAST)
+    in_fast = []
+    for i in range(4):
+        for j in range(5):
+            patch = patches[f"tile-{i}-{j}"]
+            visit = int(found[f"visit-{i}-{j}"])
+            if patch.get_facecolor() == fast:
+                in_fast.append((i, j))
+                now_i, now_j = i, j
+                assert visit == step
+            elif visit < step:  # done: grey and hatched
+                assert patch.get_hatch() and patch.get_facecolor() != to_rgba("white")
+            else:
+                assert patch.get_facecolor() == to_rgba("white") and not patch.get_hatch()
+    assert len(in_fast) == 1  # one tile of scores at a time
+    assert [i for i in range(4) if patches[f"q-tile-{i}"].get_facecolor() == fast] == [now_i]
+    assert [j for j in range(5) if patches[f"k-tile-{j}"].get_facecolor() == fast] == [now_j]
+    assert found["step"].startswith(f"step {step} of 20: scores of tile ({now_i}, {now_j})")
+

@@ -6,13 +6,20 @@ computed in float64 on the same inputs.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import pytest
 import torch
 
 from attnbook.attention import AttentionOutput, attention
-from attnbook.efficient import KVCache, blockwise_attention, decode_step, peak_memory_bytes
+from attnbook.efficient import (
+    KVCache,
+    blockwise_attention,
+    decode_step,
+    memory_traffic,
+    peak_memory_bytes,
+)
 from attnbook.masks import causal_mask, padding_mask
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -567,3 +574,142 @@ def test_preallocated_cache_refuses_inputs_that_need_gradients():
 def test_bad_max_len(max_len, error, match):
     with pytest.raises(error, match=match):
         KVCache(max_len=max_len)
+
+
+# --------------------------------------------------------------- the memory-traffic model
+
+
+class FastMemory:
+    """A scratchpad of ``capacity`` numbers that counts what crosses from and to slow memory.
+
+    Blocks are loaded (read from slow memory), made on chip (no traffic), stored (written
+    to slow memory) and freed, by name. Holding more than ``capacity`` numbers at once
+    fails with an AssertionError that says "overflows".
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.held: dict[str, int] = {}
+        self.reads = self.writes = 0
+
+    def make(self, name: str, n: int) -> None:
+        assert name not in self.held, f"{name} is already in fast memory"
+        self.held[name] = n
+        assert sum(self.held.values()) <= self.capacity, (
+            f"{self.held} overflows {self.capacity}")
+
+    def load(self, name: str, n: int) -> None:
+        self.make(name, n)
+        self.reads += n
+
+    def store(self, name: str) -> None:
+        self.writes += self.held[name]
+
+    def free(self, *names: str) -> None:
+        for name in names:
+            del self.held[name]
+
+
+def simulate_tiled(L: int, S: int, E: int, Ev: int, capacity: int, query_block: int,
+                   key_block: int) -> FastMemory:
+    """Walk blockwise attention's loops, blocks of queries outside and of keys inside."""
+    fast = FastMemory(capacity)
+    for row in range(0, L, query_block):
+        rows = min(query_block, L - row)
+        fast.load("q", rows * E)
+        fast.make("u", rows * Ev)  # the unnormalised output
+        fast.make("m", rows)  # running maximum
+        fast.make("r", rows)  # running row sum
+        for col in range(0, S, key_block):
+            cols = min(key_block, S - col)
+            fast.load("k", cols * E)
+            fast.load("v", cols * Ev)
+            fast.make("scores", rows * cols)  # exponentiated in place into weights
+            fast.free("k", "v", "scores")
+        # u / r in place is the output; m + log(r) in place is the log-sum-exp.
+        fast.store("u")
+        fast.store("m")
+        fast.free("q", "u", "m", "r")
+    assert not fast.held
+    return fast
+
+
+#: (L, S, E, Ev, fast_memory, key_block): lengths that no block divides, E != Ev, the
+#: smallest fast memory that works (50 + 512 = 562 numbers), one that holds everything.
+TRAFFIC_CASES = [
+    (100, 70, 8, 8, 500, None),
+    (37, 53, 4, 6, 300, 5),
+    (64, 64, 16, 16, 562, None),
+    (9, 11, 4, 4, 10**6, None),
+    (5, 3, 8, 2, 1000, None),
+    (4096, 4096, 64, 64, 2**15, None),
+]
+
+
+@pytest.mark.parametrize("L, S, E, Ev, fast_memory, key_block", TRAFFIC_CASES)
+def test_tiled_traffic_is_what_walking_the_tile_loop_moves(L, S, E, Ev, fast_memory,
+                                                           key_block):
+    traffic = memory_traffic(L, S, E, Ev, fast_memory=fast_memory, key_block=key_block)
+    assert traffic.key_block == (min(E, S) if key_block is None else key_block)
+    walked = simulate_tiled(L, S, E, Ev, fast_memory, traffic.query_block,
+                            traffic.key_block)  # fails if the tiles overflow
+    assert (traffic.tiled_reads, traffic.tiled_writes) == (walked.reads, walked.writes)
+    assert traffic.tiled == walked.reads + walked.writes
+    # The query block is the largest that fits: one more query overflows.
+    assert 1 <= traffic.query_block <= L
+    if traffic.query_block < L:
+        with pytest.raises(AssertionError, match="overflows"):
+            simulate_tiled(L, S, E, Ev, fast_memory, traffic.query_block + 1,
+                           traffic.key_block)
+
+
+@pytest.mark.parametrize("L, S, E, Ev, fast_memory, key_block", TRAFFIC_CASES)
+def test_full_traffic_is_three_passes_over_the_matrices(L, S, E, Ev, fast_memory,
+                                                            key_block):
+    traffic = memory_traffic(L, S, E, Ev, fast_memory=fast_memory, key_block=key_block)
+    # Z and A are each written once and read once; q, k, v read once; the output written.
+    assert traffic.full == 4 * L * S + (L + S) * (E + Ev)
+    assert traffic.full_writes == 2 * L * S + L * Ev
+    # It does not depend on the fast memory.
+    assert memory_traffic(L, S, E, Ev, fast_memory=10 * fast_memory,
+                          key_block=key_block).full == traffic.full
+
+
+def test_tiled_reads_each_input_once_when_every_query_fits():
+    traffic = memory_traffic(50, 40, 8, 6, fast_memory=10**6)
+    assert traffic.query_block == 50
+    assert traffic.tiled_reads == 50 * 8 + 40 * (8 + 6)
+    assert traffic.tiled_writes == 50 * (6 + 1)
+
+
+def test_tiled_traffic_falls_like_one_over_fast_memory():
+    """FlashAttention's Theta(N^2 d^2 / M): reads of k and v times M stay in a band."""
+    N, d = 2**16, 64
+    sizes = [2**k for k in range(15, 21)]
+    kv_reads = [memory_traffic(N, N, d, fast_memory=M).tiled_reads - N * d for M in sizes]
+    constants = [reads * M / (N * N * d * 2 * d) for reads, M in zip(kv_reads, sizes,
+                                                                     strict=True)]
+    assert max(constants) < 1.4 * min(constants), constants
+    assert kv_reads[1] / kv_reads[4] > 6  # 8x the fast memory, 1/sqrt(M) would give 2.8x
+    # More fast memory never moves more, and past a few queries per tile beats full.
+    fine = [memory_traffic(1000, 1000, 16, fast_memory=M) for M in range(562, 40_000, 97)]
+    assert all(a.tiled >= b.tiled for a, b in itertools.pairwise(fine))
+    assert all(t.tiled < t.full for t in fine if t.query_block >= 2 * 16)
+    assert fine[0].tiled > fine[0].full  # one query per tile: k and v read L times
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"L": 0}, ValueError, "L must be at least 1, got 0"),
+    ({"S": 2.0}, TypeError, "S must be an int, got float"),
+    ({"E": True}, TypeError, "E must be an int, got bool"),
+    ({"Ev": -1}, ValueError, "Ev must be at least 1"),
+    ({"fast_memory": "big"}, TypeError, "fast_memory must be an int, got str"),
+    ({"fast_memory": 561}, ValueError, "fast_memory=561 cannot hold one query.*562"),
+    ({"key_block": 65}, ValueError, "key_block must be between 1 and 64, got 65"),
+    ({"key_block": 0}, ValueError, "key_block must be between 1 and 64, got 0"),
+])
+def test_memory_traffic_refuses_bad_sizes(kwargs, error, match):
+    args = {"L": 64, "S": 64, "E": 16, "Ev": 16, "fast_memory": 4096} | kwargs
+    L, S, E, Ev = args.pop("L"), args.pop("S"), args.pop("E"), args.pop("Ev")
+    with pytest.raises(error, match=match):
+        memory_traffic(L, S, E, Ev, **args)

@@ -19,6 +19,9 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
   by m theta and n theta; shifting both keeps the angle between them, and so the score.
 - :func:`attention_data_flow`: one self-attention layer as matrices: X, the projections,
   Q, K, V, the scores, the weights and the output, each with its shape.
+- :func:`tiled_attention`: the ``L x S`` scores cut into tiles, the order in which
+  :func:`attnbook.efficient.blockwise_attention` visits them, and what sits in fast memory
+  at one step.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from ._validate import scale_factor
 from .attention import attention, attention_scores, masked_softmax
+from .efficient import _blocks
 from .layers import MultiHeadAttention
 from .masks import causal_mask
 from .plots import HEATMAP_CMAP, OKABE_ITO, book_style
@@ -58,6 +62,7 @@ __all__ = [
     "query_trip",
     "rope_rotation",
     "sequential_vs_parallel",
+    "tiled_attention",
     "transformer_block",
 ]
 
@@ -1152,3 +1157,179 @@ def attention_data_flow(length: int = 4, d_model: int = 8, d_k: int = 4, d_v: in
                 "self-attention: Q, K and V all come from X, so S = L",
                 ha="center", va="top", fontsize=10, color="#333333")
     return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 8. tiles
+
+_FILL_FAST = OKABE_ITO[1]  # orange: in fast memory at this step
+_FILL_DONE = "#E0E0E0"  # light grey, hatched: computed, used and discarded
+_MAX_TILES = 6
+
+
+def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
+                    step: int | None = None) -> Figure:
+    """The ``L x S`` scores cut into tiles, the loop order, and fast memory at one step.
+
+    Left: the grid of scores, one small cell per score, cut by thick lines into tiles of
+    ``block_size x block_size`` (the last row and column of tiles are smaller when the
+    block size does not divide ``L`` or ``S``). The query tiles ``Q_I`` stand on the left,
+    the key/value tiles ``K_J, V_J`` on top. Each tile prints its visit number: the order
+    of :func:`attnbook.efficient.blockwise_attention`, query tiles in the outer loop and
+    key/value tiles in the inner loop (its own ``_blocks``, nested the same way). At visit
+    ``step`` the current tile of scores, its query tile and its key/value tile are orange:
+    they are in fast memory. Tiles visited earlier are grey and hatched (computed, used,
+    discarded: never written to slow memory); later ones are white.
+
+    Right: what the fast memory holds at that step and what the slow memory holds, with
+    the traffic between them (the model of :func:`attnbook.efficient.memory_traffic`).
+
+    gids: each score tile's patch is ``tile-I-J`` and its number ``visit-I-J``; the strips'
+    patches are ``q-tile-I`` and ``k-tile-J``; the step's caption is ``step``.
+
+    Args:
+        L: the number of queries, from 2 to 16.
+        S: the number of keys, from 2 to 16.
+        block_size: queries and keys per tile, from 1 to 8; at most 6 tiles per side.
+        step: the visit shown, from 1 to the number of tiles; ``None`` means the middle of
+            the second row of tiles (of the first, if there is one row).
+
+    Returns:
+        The new figure, with two Axes (the tiles left, the memories right).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if an argument is out of range, or the tiles are too many to draw.
+    """
+    L = _require_int("L", L, 2, 16)
+    S = _require_int("S", S, 2, 16)
+    T = _require_int("block_size", block_size, 1, 8)
+    row_tiles, col_tiles = _blocks(L, T), _blocks(S, T)
+    for name, n, tiles in (("L", L, row_tiles), ("S", S, col_tiles)):
+        if len(tiles) > _MAX_TILES:
+            raise ValueError(f"block_size={T} cuts {name}={n} into {len(tiles)} tiles; at "
+                             f"most {_MAX_TILES} per side for a legible drawing")
+    # The visiting order of blockwise attention: query tiles outside, key tiles inside.
+    order = [(i, j) for i, _ in enumerate(row_tiles) for j, _ in enumerate(col_tiles)]
+    visit = {tile: n + 1 for n, tile in enumerate(order)}
+    if step is None:
+        first_row = 0 if len(row_tiles) == 1 else 1
+        step = visit[first_row, (len(col_tiles) - 1) // 2]
+    step = _require_int("step", step, 1, len(order))
+    now_i, now_j = order[step - 1]
+
+    cell = min(0.36, 3.6 / max(L, S))
+    grid_w, grid_h = S * cell, L * cell
+    strip = 0.42  # thickness of the Q and K/V strips
+    # Room for the loop labels and the strips on the left and above, the step's caption
+    # and the legend below; at least enough for the memories on the right and the legend.
+    needed_w, needed_h = 1.5 + grid_w, 0.75 + grid_h + 0.12 + strip + 0.75
+    left_w, height = max(needed_w, 5.2), max(needed_h, 3.9)
+    x_grid = 1.15 + (left_w - needed_w) / 2  # lower-left corner of the score grid
+    y_grid = 0.75 + (height - needed_h) / 2
+    right_w = 4.1
+    top = y_grid + grid_h  # the grid's top edge
+
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(left_w + right_w, height)
+        ax = _panel(fig, 0.0, 0.0, left_w, height)
+        mem = _panel(fig, left_w, 0.0, right_w, height)
+
+        def tile_patch(x: float, y: float, w: float, h: float, face: str, gid: str,
+                       hatch: str | None = None) -> None:
+            patch = Rectangle((x, y), w, h, facecolor=face, edgecolor=_INK, linewidth=1.6,
+                              hatch=hatch, zorder=3)
+            patch.set_gid(gid)
+            ax.add_patch(patch)
+
+        # The tiles, then the grid of scores (one thin cell per score) over their fills.
+        for (i, j), n in visit.items():
+            rows, cols = row_tiles[i], col_tiles[j]
+            x0, w = x_grid + cols.start * cell, (min(cols.stop, S) - cols.start) * cell
+            y1, h = top - rows.start * cell, (min(rows.stop, L) - rows.start) * cell
+            now, done = (i, j) == (now_i, now_j), n < step
+            face = _FILL_FAST if now else _FILL_DONE if done else "white"
+            tile_patch(x0, y1 - h, w, h, face, f"tile-{i}-{j}", "//" if done else None)
+            # The tile's border again, above the thin score cells drawn below.
+            ax.add_patch(Rectangle((x0, y1 - h), w, h, facecolor="none", edgecolor=_INK,
+                                   linewidth=1.6, zorder=4))
+            label = ax.text(x0 + w / 2, y1 - h / 2, str(n), ha="center", va="center",
+                            fontsize=10 if cell * T >= 0.5 else 9, color=_INK,
+                            weight="bold" if now else "normal", zorder=5,
+                            bbox={"boxstyle": "round,pad=0.1", "facecolor": face,
+                                  "edgecolor": "none"})
+            label.set_gid(f"visit-{i}-{j}")
+        for r in range(L):
+            for c in range(S):
+                ax.add_patch(Rectangle((x_grid + c * cell, top - (r + 1) * cell), cell, cell,
+                                       facecolor="none", edgecolor="#888888", linewidth=0.4,
+                                       zorder=3.5))
+        # The strips: query tiles on the left, key/value tiles on top.
+        for i, rows in enumerate(row_tiles):
+            y1, h = top - rows.start * cell, (min(rows.stop, L) - rows.start) * cell
+            face = _FILL_FAST if i == now_i else "white"
+            tile_patch(x_grid - 0.1 - strip, y1 - h, strip, h, face, f"q-tile-{i}")
+            if h >= 0.3:
+                ax.text(x_grid - 0.1 - strip / 2, y1 - h / 2, f"$Q_{{{i}}}$", ha="center",
+                        va="center", fontsize=9.5, zorder=5)
+        for j, cols in enumerate(col_tiles):
+            x0, w = x_grid + cols.start * cell, (min(cols.stop, S) - cols.start) * cell
+            face = _FILL_FAST if j == now_j else "white"
+            tile_patch(x0, top + 0.1, w, strip, face, f"k-tile-{j}")
+            if w >= 0.45:
+                ax.text(x0 + w / 2, top + 0.1 + strip / 2, f"$K_{{{j}}}V_{{{j}}}$",
+                        ha="center", va="center", fontsize=9, zorder=5)
+        # The loops: inner along a row of tiles, outer down the query tiles.
+        y_inner = top + 0.1 + strip + 0.22
+        _arrow(ax, (x_grid, y_inner), (x_grid + grid_w, y_inner))
+        ax.text(x_grid + grid_w / 2, y_inner + 0.06, "inner loop: key/value tiles",
+                ha="center", va="bottom", fontsize=10)
+        x_outer = x_grid - 0.1 - strip - 0.2
+        _arrow(ax, (x_outer, top), (x_outer, y_grid))
+        ax.text(x_outer - 0.06, y_grid + grid_h / 2, "outer loop: query tiles",
+                ha="right", va="center", rotation=90, fontsize=10)
+        caption = ax.text(x_grid + grid_w / 2, y_grid - 0.12,
+                          f"step {step} of {len(order)}: scores of tile ({now_i}, {now_j})",
+                          ha="center", va="top", fontsize=10)
+        caption.set_gid("step")
+        # A legend for the three fills.
+        legend_y = 0.14
+        for k, (face, hatch, text) in enumerate((
+                (_FILL_FAST, None, "in fast memory now"),
+                (_FILL_DONE, "//", "done, discarded"),
+                ("white", None, "still to come"))):
+            x_key = 0.2 + k * 1.7
+            ax.add_patch(Rectangle((x_key, legend_y), 0.22, 0.18, facecolor=face,
+                                   edgecolor=_INK, linewidth=1, hatch=hatch, zorder=3))
+            ax.text(x_key + 0.3, legend_y + 0.09, text, ha="left", va="center",
+                    fontsize=9)
+
+        # Right: the two memories and the traffic between them.
+        box_x, box_w = 0.25, right_w - 0.45
+        fast_h, slow_h = 1.3, 1.05
+        fast_y = height - 0.25 - fast_h
+        slow_y = 0.3
+        _box(mem, box_x, fast_y, box_w, fast_h, face=_tint(_FILL_FAST, 0.35))
+        mem.text(box_x + 0.12, fast_y + fast_h - 0.1, "fast memory: on chip, M numbers",
+                 ha="left", va="top", fontsize=10.5, weight="bold", zorder=3)
+        mem.text(box_x + 0.12, fast_y + fast_h - 0.42,
+                 f"$Q_{{{now_i}}}$ and its running $m$, $r$, $u$\n"
+                 f"$K_{{{now_j}}}$, $V_{{{now_j}}}$\n"
+                 f"the scores of tile ({now_i}, {now_j})",
+                 ha="left", va="top", fontsize=10, linespacing=1.35, zorder=3)
+        _box(mem, box_x, slow_y, box_w, slow_h, face=_SOFT)
+        mem.text(box_x + 0.12, slow_y + slow_h - 0.1, "slow memory: large, off chip",
+                 ha="left", va="top", fontsize=10.5, weight="bold", zorder=3)
+        mem.text(box_x + 0.12, slow_y + slow_h - 0.42,
+                 "$Q$, $K$, $V$; the output $O$ and $\\lambda$\nno $L \\times S$ matrix",
+                 ha="left", va="top", fontsize=10, linespacing=1.35, zorder=3)
+        x_up, x_down = box_x + 0.5, box_x + box_w - 0.5
+        _arrow(mem, (x_up, slow_y + slow_h), (x_up, fast_y))
+        mem.text(x_up + 0.08, (slow_y + slow_h + fast_y) / 2,
+                 "read $K_J$, $V_J$\nevery step;\n$Q_I$ once a row", ha="left",
+                 va="center", fontsize=9.5, linespacing=1.3)
+        _arrow(mem, (x_down, fast_y), (x_down, slow_y + slow_h))
+        mem.text(x_down - 0.08, (slow_y + slow_h + fast_y) / 2,
+                 "write $O_I$, $\\lambda_I$\nafter a row", ha="right", va="center",
+                 fontsize=9.5)
+    return _check_width(fig)
+

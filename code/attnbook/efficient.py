@@ -14,6 +14,8 @@
 - :func:`peak_memory_bytes` measures how much memory a computation needs at its peak, the
   number the book uses to show that blockwise attention grows linearly and full attention
   quadratically.
+- :func:`memory_traffic` counts, in a model, the numbers that full and tiled attention
+  move between a small fast memory and a large slow one (FlashAttention's IO analysis).
 
 Shapes follow :func:`torch.nn.functional.scaled_dot_product_attention`: query ``q``
 ``(..., L, E)``, key ``k`` ``(..., S, E)``, value ``v`` ``(..., S, Ev)``, output
@@ -27,6 +29,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -44,8 +47,8 @@ from ._validate import (
 from .attention import AttentionOutput, attention, grouped_attention
 from .masks import causal_mask, position_mask
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "KVCache", "blockwise_attention", "decode_step",
-           "peak_memory_bytes"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "KVCache", "MemoryTraffic", "blockwise_attention",
+           "decode_step", "memory_traffic", "peak_memory_bytes"]
 
 #: The block size that measured fastest (benchmarks/bench_efficient.py, 8 heads of width 64,
 #: float32, 2 CPU threads): 256 ran 1.4-1.6x the time of PyTorch's fused kernel at L = 2048
@@ -571,6 +574,104 @@ def peak_memory_bytes(fn: Callable[[], object]) -> int:
         held += event.nbytes()
         peak = max(peak, held)
     return peak
+
+
+class MemoryTraffic(NamedTuple):
+    """The numbers one head of attention moves to and from slow memory, in the model of
+    :func:`memory_traffic`: counts of elements, not bytes."""
+
+    full_reads: int
+    full_writes: int
+    tiled_reads: int
+    tiled_writes: int
+    query_block: int  #: queries per tile, the largest that fits in the fast memory
+    key_block: int  #: keys (and values) per tile
+
+    @property
+    def full(self) -> int:
+        """Reads plus writes of full attention."""
+        return self.full_reads + self.full_writes
+
+    @property
+    def tiled(self) -> int:
+        """Reads plus writes of tiled attention."""
+        return self.tiled_reads + self.tiled_writes
+
+
+def memory_traffic(L: int, S: int, E: int, Ev: int | None = None, *, fast_memory: int,
+                   key_block: int | None = None) -> MemoryTraffic:
+    """How many numbers full and tiled attention move to and from slow memory, in a model.
+
+    The model is FlashAttention's analysis of memory traffic (Dao et al., 2022, Theorem 2).
+    A small fast memory holds ``fast_memory`` numbers (a GPU's on-chip SRAM; on a CPU, a
+    cache); a large slow one (a GPU's HBM; main memory) holds the inputs and the results.
+    Arithmetic is free: only the numbers that travel between the two are counted, for one
+    sequence and one head (multiply by ``B * h``, and by the bytes per number for bytes).
+    Nothing is measured.
+
+    - Full attention, the paper's "standard attention" (its Algorithm 0), runs three steps,
+      each reading its operands from slow memory once and writing its result back: the
+      scores ``Z = q k^T`` (reads ``q`` and ``k``, writes ``L * S``), the weights
+      ``A = softmax(Z)`` (reads and writes ``L * S``) and the output ``A v`` (reads ``A``
+      and ``v``, writes ``L * Ev``): ``4 L S + (L + S)(E + Ev)`` in all, whatever
+      ``fast_memory`` is. With ``N = L = S``
+      and ``d = E = Ev`` that is the paper's ``Theta(N d + N**2)``.
+    - Tiled attention loops as :func:`blockwise_attention` does: over blocks of
+      ``query_block`` queries outside and blocks of ``key_block`` keys inside
+      (FlashAttention-2's order; FlashAttention-1 loops over the keys outside). A block of
+      queries is read once and stays in fast memory with its running maximum, row sum and
+      unnormalised output while every block of keys and values streams past it; scores and
+      weights never leave the fast memory. The block's output and log-sum-exp are written
+      once. Reads: ``L E + ceil(L / query_block) S (E + Ev)``; writes: ``L (Ev + 1)``.
+
+    ``query_block`` is the largest number of queries, at most ``L``, whose tile fits beside
+    one block of keys: the fast memory holds the queries ``(query_block, E)``, their
+    unnormalised output ``(query_block, Ev)``, running maximum and row sum, one block of
+    keys ``(key_block, E)`` and of values ``(key_block, Ev)``, and one tile of scores
+    ``(query_block, key_block)``. So ``query_block`` grows like ``fast_memory``, and the
+    keys and values are read about ``L S (E + Ev)(E + Ev + key_block) / fast_memory``
+    times: the paper's ``Theta(N**2 d**2 / M)``.
+
+    Args:
+        L: the number of queries.
+        S: the number of keys (and values).
+        E: the width of a query and of a key.
+        Ev: the width of a value; ``None`` means ``E``.
+        fast_memory: the size ``M`` of the fast memory, in numbers.
+        key_block: keys per block, from 1 to ``S``; ``None`` means ``min(E, S)``, as
+            FlashAttention caps its inner block at the head width.
+
+    Returns:
+        ``MemoryTraffic`` with the reads and writes of both methods and the two block sizes.
+
+    Raises:
+        TypeError: if a size is not an int.
+        ValueError: if a size is below 1, ``key_block`` is above ``S``, or ``fast_memory``
+            cannot hold one query beside one block of keys and values.
+    """
+    L, S, E = (require_int(name, value) for name, value in (("L", L), ("S", S), ("E", E)))
+    Ev = E if Ev is None else require_int("Ev", Ev)
+    fast_memory = require_int("fast_memory", fast_memory)
+    key_block = min(E, S) if key_block is None else require_int("key_block", key_block,
+                                                                maximum=S)
+    per_query = E + Ev + 2 + key_block  # q, u, m and r of one query, a row of scores
+    key_tile = key_block * (E + Ev)  # one block of keys and of values
+    query_block = min(L, (fast_memory - key_tile) // per_query)
+    if query_block < 1:
+        raise ValueError(
+            f"fast_memory={fast_memory} cannot hold one query beside a block of "
+            f"key_block={key_block} keys and values (E={E}, Ev={Ev}): it needs at least "
+            f"{per_query + key_tile} numbers"
+        )
+    query_passes = -(-L // query_block)  # ceil: each block of queries reads all of k, v
+    return MemoryTraffic(
+        full_reads=(L * E + S * E) + L * S + (L * S + S * Ev),  # Z, then A, then A v
+        full_writes=L * S + L * S + L * Ev,
+        tiled_reads=L * E + query_passes * S * (E + Ev),
+        tiled_writes=L * Ev + L,  # the output and the log-sum-exp, once
+        query_block=query_block,
+        key_block=key_block,
+    )
 
 
 @contextlib.contextmanager
