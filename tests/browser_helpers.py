@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,3 +94,67 @@ def watched_tab(browser, viewport: dict[str, int], timeout: float, *,
     if local_only:
         assert all(url.startswith(("about:", "data:", "file:")) for url in seen["requests"]), \
             seen["requests"]
+
+
+BOOK_CSS = Path(__file__).resolve().parents[1] / "book" / "_static" / "attnbook.css"
+
+
+@functools.cache
+def theme_css() -> str:
+    """The stylesheets of the book's pages, in their order: pydata-sphinx-theme's,
+    sphinx-book-theme's and the book's own ``book/_static/attnbook.css``.
+
+    Read from the installed themes (no book build needed), without their ``@font-face``
+    rules and source-map comments, so an inlined copy fetches nothing.
+    """
+    import pydata_sphinx_theme
+    import sphinx_book_theme
+
+    sheets = [
+        Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+        / "styles" / "pydata-sphinx-theme.css",
+        Path(sphinx_book_theme.__file__).parent / "theme" / "sphinx_book_theme" / "static"
+        / "styles" / "sphinx-book-theme.css",
+        BOOK_CSS,
+    ]
+    text = "\n".join(sheet.read_text(encoding="utf-8") for sheet in sheets)
+    text = re.sub(r"@font-face\s*\{[^}]*\}", "", text)
+    return re.sub(r"/\*#\s*sourceMappingURL=[^*]*\*/", "", text)
+
+
+def book_page(*outputs: str, mode: str = "light") -> str:
+    """A page styled like the built book, in its light or dark ``mode``, holding ``outputs``.
+
+    Each output sits where myst-nb puts a cell's output (``.cell_output`` in the article of
+    ``.bd-content``): an HTML fragment inside ``div.output.text_html``, anything else (such as
+    ``<figure><img ...></figure>``) directly in the cell output, as the book's figures are.
+    The theme's own markup sets ``data-theme`` on ``<html>``; so does this page.
+    """
+    cells = "".join(
+        '<div class="cell docutils container"><div class="cell_output docutils container">'
+        + (f'<div class="output text_html">{output}</div>' if output.startswith("<div")
+           else output) + "</div></div>"
+        for output in outputs)
+    return (f'<!DOCTYPE html><html lang="en" data-theme="{mode}"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>book page test</title><style>{theme_css()}</style></head>"
+            '<body><div class="bd-container"><div class="bd-container__inner bd-page-width">'
+            '<div class="bd-sidebar-primary bd-sidebar"><p>Contents</p></div>'
+            '<main id="main-content" class="bd-main" role="main"><div class="bd-content">'
+            '<div class="bd-article-container"><article class="bd-article"><section>'
+            f"{cells}</section></article></div>"
+            '<div class="bd-sidebar-secondary bd-toc"><p>On this page</p></div></div></main>'
+            "</div></div></body></html>")
+
+
+def luminance(css: str) -> float:
+    """WCAG relative luminance of a computed CSS colour, ``rgb(r, g, b)`` or ``rgba(...)``."""
+    channels = [int(c) / 255 for c in re.findall(r"[\d.]+", css)[:3]]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG contrast ratio of two computed CSS colours (1 to 21; 4.5 is AA for body text)."""
+    a, b = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (a + 0.05) / (b + 0.05)

@@ -19,7 +19,9 @@ import torch
 from browser_helpers import (
     assert_css_scoped,
     assert_refused,
+    book_page,
     check_print_and_web_editions,
+    contrast,
     watched_tab,
 )
 from playwright.sync_api import expect
@@ -1089,3 +1091,179 @@ def test_smollm2_explorer_shows_its_triangle(page, smollm2_explorer):
     expect(root.locator(".attnx-r-w")).to_have_text(
         fmt3(explorer.shipped()[29, 8, n - 1, 2]), timeout=TIMEOUT)
     assert page.seen["errors"] == [] and page.seen["requests"] == []
+
+
+# ------------------------------------------------ the readout, a phone and a laptop, dark mode
+
+
+def readout(root) -> tuple[str, str, str, str, str]:
+    """What the readout says: query token, row, key token, column, weight."""
+    return tuple(root.locator(f".attnx-r-{part}").text_content()
+                 for part in ("q", "i", "k", "j", "w"))
+
+
+@pytest.mark.browser
+def test_the_readout_follows_the_selected_row(page):
+    """Selecting a query (its row label, the menu, Enter or a click on a cell) moves the
+    readout to that row: to the row's strongest key, or to the cell that selected it."""
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
+    body = root.locator(".attnx-r-body")
+
+    def top(head: int, row: int) -> int:
+        return int(torch.argmax(WEIGHTS[0, head, row]))
+
+    cell(root, 0, 4).hover()
+    expect(root.locator(".attnx-r-q")).to_have_text(TOKENS[0], timeout=TIMEOUT)
+    for row in (3, 1):
+        root.locator(".attnx-qbtn").nth(row).click()
+        expect(root.locator(".attnx-r-i")).to_have_text(str(row), timeout=TIMEOUT)
+        j = top(0, row)
+        assert readout(root) == (TOKENS[row], str(row), TOKENS[j], str(j),
+                                 fmt(WEIGHTS[0, 0, row, j]))
+        assert body.is_visible()
+        # The row label and the key's label are the highlighted ones.
+        expect(root.locator(".attnx-qbtn.attnx-hl")).to_have_text(TOKENS[row], timeout=TIMEOUT)
+        expect(root.locator(".attnx-colhead.attnx-hl")).to_have_attribute("title", TOKENS[j],
+                                                                           timeout=TIMEOUT)
+    # Another head: the readout stays on the selected row and shows that head's weight.
+    root.get_by_label("Head", exact=True).select_option("2")
+    expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 2, 1, top(0, 1)]),
+                                                    timeout=TIMEOUT)
+    root.get_by_label("Query token").select_option("4")
+    expect(root.locator(".attnx-r-i")).to_have_text("4", timeout=TIMEOUT)
+    assert readout(root)[2:] == (TOKENS[top(2, 4)], str(top(2, 4)),
+                                 fmt(WEIGHTS[0, 2, 4, top(2, 4)]))
+    cell(root, 2, 0).click()
+    expect(root.locator(".attnx-r-i")).to_have_text("2", timeout=TIMEOUT)
+    assert readout(root) == (TOKENS[2], "2", TOKENS[0], "0", fmt(WEIGHTS[0, 2, 2, 0]))
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(root.locator(".attnx-qbtn").nth(3)).to_have_attribute("aria-pressed", "true",
+                                                                 timeout=TIMEOUT)
+    assert readout(root) == (TOKENS[3], "3", TOKENS[0], "0", fmt(WEIGHTS[0, 2, 3, 0]))
+
+
+@pytest.mark.browser
+def test_a_causal_row_reads_its_strongest_allowed_key(page):
+    root = show(page, explore(CAUSAL, TOKENS, causal=True)._repr_html_())
+    root.locator(".attnx-qbtn").nth(2).click()
+    expect(root.locator(".attnx-r-i")).to_have_text("2", timeout=TIMEOUT)
+    assert readout(root) == (TOKENS[2], "2", TOKENS[2], "2", fmt(0.75))
+
+
+def natural_widths(root) -> list[tuple[str, float, float, int, int]]:
+    """Per visible menu: its label, the width its longest choice needs, its width, and its
+    scrollWidth and clientWidth."""
+    return root.evaluate("""r => Array.from(r.querySelectorAll('.attnx-controls select'))
+      .filter(e => e.checkVisibility()).map(e => {
+        const c = e.cloneNode(true);
+        c.style.maxWidth = 'none';
+        c.style.width = 'auto';
+        c.style.position = 'absolute';
+        c.style.visibility = 'hidden';
+        e.parentNode.appendChild(c);
+        const need = c.getBoundingClientRect().width;
+        c.remove();
+        return [e.labels[0].textContent, need, e.getBoundingClientRect().width,
+                e.scrollWidth, e.clientWidth];
+      })""")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("width", [390, 1280])
+def test_explorer_fits_the_book_column_and_its_menus_are_not_cut(browser, width, mode):
+    """In the book's page (its theme, light or dark) at 390 and 1280 px: the explorer never
+    widens the page, every menu (the Colours menu with either choice) is as wide as its
+    longest choice, and a 20-token map fits the column without scrolling."""
+    small = explore(WEIGHTS, TOKENS, layer_names=["layer a", "layer b"]).to_html()
+    tokens = [f"tok{i}" for i in range(20)]
+    big = explore(softmax_weights(1, 2, 20, 20), tokens).to_html()
+    with watched_tab(browser, {"width": width, "height": 1000}, TIMEOUT,
+                     local_only=True) as tab:
+        tab.set_content(book_page(small, big, mode=mode))
+        roots = [tab.locator(f"#{root_id(f)}") for f in (small, big)]
+        for root in roots:
+            expect(root).to_have_attribute("data-attnx-ready", "1", timeout=TIMEOUT)
+        for choice in ("fixed", "head"):
+            for n, root in enumerate(roots):
+                root.get_by_label("Colours").select_option(choice)
+                menus = natural_widths(root)
+                names = {"Layer", "Head", "Query token", "Colours"} - ({"Layer"} if n else set())
+                assert {m[0] for m in menus} == names
+                for name, need, has, scroll, client in menus:
+                    assert need <= has + 0.5 and scroll <= client, (name, need, has, width)
+                box = root.evaluate("e => [e.scrollWidth, e.clientWidth, "
+                                    "e.getBoundingClientRect().right]")
+                assert box[0] <= box[1] and box[2] <= width, box
+        assert tab.evaluate("() => document.documentElement.scrollWidth") <= width
+        wrap = roots[1].locator(".attnx-mapwrap")
+        assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth"), width
+        size = roots[1].evaluate("e => parseFloat(getComputedStyle(e)"
+                                 ".getPropertyValue('--attnx-cell'))")
+        assert (size >= 10) if width == 390 else (size == 22), size  # 448 // 20 on a laptop
+        roots[0].locator(".attnx-qbtn").nth(3).click()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        roots[0].screenshot(path=str(SCREENSHOTS / f"explorer-{width}-{mode}.png"))
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [390, 1280])
+def test_in_the_books_dark_mode_the_explorer_is_a_light_panel_with_dark_ink(browser, width):
+    """Under the theme's real dark-mode CSS: a white panel, every text on it at WCAG AA
+    contrast (4.5:1) against what lies behind it, and no grey frame of the theme around it."""
+    fragment = explore(WEIGHTS, TOKENS).to_html()
+    with watched_tab(browser, {"width": width, "height": 1000}, TIMEOUT,
+                     local_only=True) as tab:
+        tab.set_content(book_page(fragment, mode="dark"))
+        root = tab.locator(f"#{root_id(fragment)}")
+        expect(root).to_have_attribute("data-attnx-ready", "1", timeout=TIMEOUT)
+        assert tab.evaluate("() => getComputedStyle(document.body).backgroundColor") == \
+            "rgb(18, 18, 18)"  # the page is dark...
+        assert background(root) == "rgb(255, 255, 255)"  # ... and the panel is white
+        frame = root.evaluate("e => { const s = getComputedStyle(e.parentNode);"
+                              " return [s.backgroundColor, s.paddingLeft]; }")
+        assert frame == ["rgba(0, 0, 0, 0)", "0px"], frame
+        root.locator(".attnx-qbtn").nth(1).click()
+        cell(root, 1, 2).hover()
+        pairs = root.evaluate("""r => {
+          const behind = e => {
+            for (let x = e; x; x = x.parentElement) {
+              const c = getComputedStyle(x).backgroundColor;
+              if (c !== 'rgba(0, 0, 0, 0)') { return c; }
+            }
+            return 'rgb(255, 255, 255)';
+          };
+          const picks = ['.attnx-caption', '.attnx-axis', '.attnx-readout', '.attnx-r-where',
+            '.attnx-bars-title', '.attnx-bar-val', '.attnx-bar-key', 'label', 'select',
+            '.attnx-toggle', '.attnx-qbtn[aria-pressed="false"]',
+            '.attnx-qbtn[aria-pressed="true"]', '.attnx-help', '.attnx-cbar-lo',
+            '.attnx-tile-label', '.attnx-vtext'];
+          return picks.map(p => { const e = r.querySelector(p);
+            return [p, getComputedStyle(e).color, behind(e)]; });
+        }""")
+        for selector, ink, paper in pairs:
+            assert contrast(ink, paper) >= 4.5, (selector, ink, paper)
+        assert any(paper != "rgb(255, 255, 255)" for _, _, paper in pairs)  # not vacuous
+
+
+@pytest.mark.browser
+def test_every_menu_of_several_sentences_fits_a_phone(browser, sentences_explorer):
+    """The Sentence, Show, Layer, Head, Query token and Colours menus at 390 px: no choice is
+    cut off, and the panel stays within the column."""
+    fragment = sentences_explorer.to_html()
+    with watched_tab(browser, {"width": 390, "height": 1000}, TIMEOUT,
+                     local_only=True) as tab:
+        tab.set_content(book_page(fragment, mode="dark"))
+        root = tab.locator(f"#{root_id(fragment)}")
+        expect(root).to_have_attribute("data-attnx-ready", "1", timeout=TIMEOUT)
+        for label in SENTENCES:
+            root.get_by_label("Sentence", exact=True).select_option(label=label)
+            menus = natural_widths(root)
+            assert {m[0] for m in menus} == {"Sentence", "Show", "Layer", "Head",
+                                             "Query token", "Colours"}
+            for name, need, has, scroll, client in menus:
+                if name != "Query token":  # a long token may be cut; the readout spells it
+                    assert need <= has + 0.5 and scroll <= client, (name, need, has)
+            assert root.evaluate("e => e.scrollWidth <= e.clientWidth")
+        assert tab.evaluate("() => document.documentElement.scrollWidth") <= 390

@@ -22,7 +22,9 @@ import torch
 from browser_helpers import (
     assert_css_scoped,
     assert_refused,
+    book_page,
     check_print_and_web_editions,
+    contrast,
     watched_tab,
 )
 from playwright.sync_api import expect
@@ -1108,3 +1110,143 @@ def test_screenshots_and_the_panel_stays_light(browser, mode):
             assert target.stat().st_size > 10_000
     finally:
         context.close()
+
+
+# ------------------------------------------------ a phone and a laptop, light and dark
+
+#: The book's page at a phone's width (its column is about 356 px) and at a laptop's.
+WIDTHS = (390, 1280)
+
+
+def fit_report(root) -> dict:
+    """How ``root`` sits in the page: widths, and each scrolling box with its cue."""
+    return root.evaluate("""r => {
+      const shown = e => !!e && e.checkVisibility();
+      return {
+        doc: document.documentElement.scrollWidth, view: innerWidth,
+        root: [r.scrollWidth, r.clientWidth, r.getBoundingClientRect().right],
+        boxes: Array.from(r.querySelectorAll('.pg-scroller'), s => {
+          const wrap = s.parentNode, note = wrap.previousElementSibling;
+          const b = s.getBoundingClientRect();
+          return {over: s.scrollWidth > s.clientWidth + 1, shown: shown(s),
+                  left: b.left, right: b.left + s.clientWidth,
+                  more: wrap.classList.contains('pg-more-r'),
+                  shadow: getComputedStyle(wrap, '::after').opacity,
+                  note: note && note.classList.contains('pg-cue') && shown(note)
+                    ? note.textContent : null,
+                  tab: s.tabIndex};
+        })};
+    }""")
+
+
+def check_fits(kind: str, root, width: int) -> dict:
+    """Nothing widens the page or sticks out of the panel; a box that scrolls says so."""
+    report = fit_report(root)
+    assert report["doc"] <= report["view"] == width, (kind, report)
+    scroll, client, right = report["root"]
+    assert scroll <= client and right <= width, (kind, report["root"])
+    for box in report["boxes"]:
+        if not box["shown"]:
+            continue
+        if box["over"]:
+            assert box["note"] and "scroll" in box["note"], (kind, box)
+            assert box["more"] and box["shadow"] == "1" and box["tab"] == 0, (kind, box)
+        else:
+            assert box["note"] is None and not box["more"] and box["shadow"] == "0", (kind, box)
+            assert box["tab"] == -1, (kind, box)
+    return report
+
+
+def dot_weight_column_in_view(root) -> list[bool]:
+    """Per key: its weight (bar and number) lies inside the visible part of the table's box."""
+    return root.evaluate("""r => {
+      const s = r.querySelector('.pg-scroller'), b = s.getBoundingClientRect();
+      const left = b.left, right = b.left + s.clientWidth;
+      return Array.from(r.querySelectorAll('.pg-wcell'), c => {
+        const w = c.querySelector('.pg-w').getBoundingClientRect();
+        const bar = c.querySelector('.pg-bar').getBoundingClientRect();
+        return bar.left >= left - 0.5 && w.right <= right + 0.5 && w.width > 10
+          && w.right <= innerWidth;
+      });
+    }""")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_playground_fits_the_book_column(browser, width, mode):
+    """In the book's own page (its theme's CSS, light or dark) at 390 and 1280 px: no
+    playground widens the page or overflows its panel; a wide table scrolls in its own box
+    with a note and a shadow; the dot playground's weights are in the first view."""
+    fragments = [make()._repr_html_() for make in ALL.values()] + \
+        [make()._repr_html_() for make in LARGEST.values()]
+    kinds = [*ALL, *(f"{kind}-largest" for kind in LARGEST)]
+    with watched_tab(browser, {"width": width, "height": 900}, TIMEOUT,
+                     local_only=True) as tab:
+        tab.set_content(book_page(*fragments, mode=mode))
+        roots = [tab.locator(f"#{root_id(f)}") for f in fragments]
+        reports = {}
+        for kind, root in zip(kinds, roots, strict=True):
+            expect(root).to_have_attribute("data-pg-ready", "1", timeout=TIMEOUT)
+            reports[kind] = check_fits(kind, root, width)
+            # A light panel with dark ink, whatever the page's mode.
+            assert root.evaluate("e => getComputedStyle(e).backgroundColor") == \
+                "rgb(255, 255, 255)"
+            for selector in (".pg-live th", ".pg-live label", ".pg-help, .pg-legend",
+                             ".pg-cue", ".pg-live button, .pg-live select"):
+                ink = root.locator(selector).first.evaluate("e => getComputedStyle(e).color")
+                assert contrast(ink, "rgb(255, 255, 255)") >= 4.5, (kind, selector, ink)
+        for kind in ("dot", "dot-largest"):
+            assert all(dot_weight_column_in_view(roots[kinds.index(kind)])), kind
+        for kind in ("mask", "mask-largest"):
+            # The checkbox stays beside its words (later fragments' shared CSS must not undo
+            # the mask's own layout).
+            box, words = (roots[kinds.index(kind)].locator(s).bounding_box()
+                          for s in (".pg-fill", "label[for$='-fill']"))
+            assert words["y"] < box["y"] + box["height"] / 2 < words["y"] + words["height"]
+            assert box["x"] + box["width"] <= words["x"]
+        dot_box = reports["dot"]["boxes"][0]
+        if width == 390:
+            # The phone is the case the cue is for: the dot table and the big mask scroll.
+            assert dot_box["over"] and "k, q\u00b7k and the score" in dot_box["note"]
+            assert reports["mask-largest"]["boxes"][0]["over"]
+        else:
+            assert not dot_box["over"]  # a laptop shows every column at once
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for kind, root in zip(kinds, roots, strict=True):
+            if not kind.endswith("largest"):
+                root.screenshot(path=str(SCREENSHOTS / f"{kind}-{width}-{mode}.png"))
+
+
+@pytest.mark.browser
+def test_the_scroll_cue_follows_the_scrolling(browser):
+    """On a phone: scrolling the dot table to its end moves the shadow to the left edge
+    and brings the score column into view; the keys scroll it too, once it has focus."""
+    fragment = dot_product_playground()._repr_html_()
+    with watched_tab(browser, {"width": 390, "height": 900}, TIMEOUT, local_only=True) as tab:
+        tab.set_content(book_page(fragment))
+        root = tab.locator(f"#{root_id(fragment)}")
+        expect(root).to_have_attribute("data-pg-ready", "1", timeout=TIMEOUT)
+        wrap, box = root.locator(".pg-scroll"), root.locator(".pg-scroller")
+        expect(wrap).to_have_class(re.compile(r"\bpg-more-r\b"), timeout=TIMEOUT)
+        expect(wrap).not_to_have_class(re.compile(r"\bpg-more-l\b"), timeout=TIMEOUT)
+        expect(box).to_have_attribute("tabindex", "0", timeout=TIMEOUT)
+
+        def score_in_view() -> bool:
+            return box.evaluate("""s => {
+              const b = s.getBoundingClientRect(), c = s.querySelector('tbody td:last-child');
+              return c.getBoundingClientRect().right <= b.left + s.clientWidth + 0.5; }""")
+
+        assert not score_in_view()
+        box.focus()
+        tab.keyboard.press("End")
+        tab.keyboard.press("ArrowRight")
+        tab.wait_for_function("s => s.scrollLeft > 0", arg=box.element_handle(),
+                              timeout=TIMEOUT)
+        box.evaluate("s => { s.scrollLeft = s.scrollWidth; }")
+        expect(wrap).to_have_class(re.compile(r"\bpg-more-l\b"), timeout=TIMEOUT)
+        expect(wrap).not_to_have_class(re.compile(r"\bpg-more-r\b"), timeout=TIMEOUT)
+        assert score_in_view()
+        assert wrap.evaluate("w => getComputedStyle(w, '::before').opacity") == "1"
+        # The weights still match the package after the reordering of the columns.
+        check_dot(dot_state(root))

@@ -29,6 +29,10 @@ Design notes (shared with :mod:`attnbook.explorer`):
   (positions), ``data-t``/``data-f`` (token and feature of a head's cell), ``data-score``
   and its neighbours (the rotary playground's state) hold full-precision values, and the
   root carries ``data-pg-ready="1"`` once the script has drawn.
+- On a narrow screen (a phone's 356 px column) the controls and panels wrap; a table that is
+  still too wide scrolls sideways in its own box (``.pg-scroller``), never the page, with a
+  note above it and a shadow on the side that has more (``cue()`` in ``common.js``). The dot
+  product table puts each key's weight right after its name, so the weights show first.
 - The CSS and JavaScript live in ``attnbook/playground_assets/`` and are read with
   :mod:`importlib.resources`.
 """
@@ -396,12 +400,17 @@ The dashed arrow is the output.</div>
 </div>
 <div class="pg-side">
 <div class="pg-vecline">query q = <strong class="pg-qxy"></strong></div>
+<p class="pg-cue" hidden>The table scrolls sideways: k, q\u00b7k and the score \
+\u2192</p>
+<div class="pg-scroll"><div class="pg-scroller" role="group" aria-label="Weights and scores \
+of the keys">
 <table class="pg-table">
-<thead><tr><th scope="col">key</th><th scope="col" class="pg-num">k</th>\
-<th scope="col" class="pg-num">q\u00b7k</th><th scope="col" class="pg-num">score c\u00b7q\u00b7k\
-</th><th scope="col">weight</th></tr></thead>
+<thead><tr><th scope="col">key</th><th scope="col">weight</th>\
+<th scope="col" class="pg-num">k</th><th scope="col" class="pg-num">q\u00b7k</th>\
+<th scope="col" class="pg-num">score c\u00b7q\u00b7k</th></tr></thead>
 <tbody class="pg-tbody"></tbody>
 </table>
+</div></div>
 <div class="pg-vecline">output \u03a3<sub>j</sub> w<sub>j</sub> v<sub>j</sub> = \
 <strong class="pg-outxy"></strong> ({values})</div>
 <div class="pg-say" aria-live="polite"></div>
@@ -579,7 +588,9 @@ class MaskPlayground(_Playground):
 <span class="pg-ctl"><input type="checkbox" id="{{uid}}-fill" class="pg-fill">\
 <label for="{{uid}}-fill">Fill forbidden scores with \u22121e9 instead</label></span>
 </div>
-<table class="pg-grid" aria-describedby="{{uid}}-help"></table>
+<p class="pg-cue" hidden>The grid scrolls sideways: more keys and the row totals \u2192</p>
+<div class="pg-scroll"><div class="pg-scroller" role="group" aria-label="The mask and its \
+weights"><table class="pg-grid" aria-describedby="{{uid}}-help"></table></div></div>
 <div class="pg-help" id="{{uid}}-help">Each cell is the weight of a query (row) on a key \
 (column). Click a cell, or press Tab to reach the grid, move with the arrow keys and press \
 Space, to allow or forbid that key for that query. Each row renormalises over its allowed keys.\
@@ -721,14 +732,20 @@ class MultiheadSplitPlayground(_Playground):
 <span class="pg-ctl"><label for="{uid}-l">Tokens L</label>\
 <input type="number" id="{uid}-l" class="pg-l" step="1" inputmode="numeric"></span>
 </div>
-<div class="pg-input"></div>
+<p class="pg-cue" hidden>The table scrolls sideways: more features \u2192</p>
+<div class="pg-scroll"><div class="pg-input pg-scroller" role="group" aria-label="The input \
+x"></div></div>
 <div class="pg-panels">
 <div class="pg-panel pg-correct"><div class="pg-panel-title">view + transpose (correct)</div>\
 <div class="pg-panel-code"><code>x.view(L, h, d_head).transpose(0, 1)</code></div>\
-<div class="pg-heads"></div><p class="pg-say pg-what"></p></div>
+<p class="pg-cue" hidden>The heads scroll sideways \u2192</p><div class="pg-scroll">\
+<div class="pg-heads pg-scroller" role="group" aria-label="The heads of view + transpose">\
+</div></div><p class="pg-say pg-what"></p></div>
 <div class="pg-panel pg-buggy"><div class="pg-panel-title">reshape without the transpose \
 (buggy)</div><div class="pg-panel-code"><code>x.reshape(h, L, d_head)</code></div>\
-<div class="pg-heads"></div><p class="pg-say pg-what"></p><p class="pg-cut" hidden></p></div>
+<p class="pg-cue" hidden>The heads scroll sideways \u2192</p><div class="pg-scroll">\
+<div class="pg-heads pg-scroller" role="group" aria-label="The heads of the buggy reshape">\
+</div></div><p class="pg-say pg-what"></p><p class="pg-cut" hidden></p></div>
 </div>
 <div class="pg-legend"></div>"""
 
@@ -964,6 +981,9 @@ rotation, q\u00b7k = <strong class="pg-plain"></strong>.</p>
 </tbody></table>
 <p class="pg-prev" hidden></p>
 <div class="pg-say" aria-live="polite"></div>
+<p class="pg-cue" hidden>The table scrolls sideways: \u03b8 and the shares \u2192</p>
+<div class="pg-scroll"><div class="pg-scroller" role="group" aria-label="Each pair\u2019s \
+share of the score">
 <table class="pg-table pg-pairs"><caption>Each pair\u2019s share of the score</caption>
 <thead><tr><th scope="col">pair</th><th scope="col">features</th>\
 <th scope="col" class="pg-num">\u03b8 (rad per position)</th>\
@@ -972,6 +992,7 @@ rotation, q\u00b7k = <strong class="pg-plain"></strong>.</p>
 <tfoot><tr><th scope="row" colspan="3">sum: the score</th><td class="pg-num pg-sum"></td>\
 </tr></tfoot>
 </table>
+</div></div>
 </div>
 </div>"""
 

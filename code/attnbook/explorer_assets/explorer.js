@@ -82,7 +82,7 @@ if (D.title) {
 var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
 var scaleSel = find("attnx-scale"), setSel = find("attnx-sentence"), viewSel = find("attnx-view");
 scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
-scaleSel.options[1].textContent = "stretched to each head's largest weight";
+scaleSel.options[1].textContent = "stretched to each head's maximum";
 function option(sel, val, text) {
   var o = make("option", null, text);
   o.value = String(val);
@@ -99,6 +99,16 @@ if (NH < 2) { find("attnx-ctl-head").hidden = true; }
 var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
 var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
 var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+/* Cells of at most 28 px that share at most 448 px, and on a narrow screen (a phone) the
+   width beside the row labels, down to 8 px a cell; a wider map scrolls in its own box. */
+function fit() {
+  if (L === undefined) { return; }
+  var room = root.clientWidth - 28 - 100, n = Math.max(L, S);
+  room = room > 0 ? Math.min(448, room) : 448;
+  var size = Math.max(8, Math.min(28, Math.floor(room / n)));
+  root.style.setProperty("--attnx-cell", size + "px");
+}
+window.addEventListener("resize", fit);
 function build() {
 var d = SETS[st.set];
 L = d.rows; S = d.cols; T = L * (L + 1) / 2; W = d.w; C = d.c; QT = d.tokens;
@@ -106,8 +116,7 @@ KT = d.keys || d.tokens;
 cells = []; qbtns = []; colheads = []; bars = [];
 grid.textContent = ""; barsList.textContent = ""; querySel.textContent = "";
 st.row = 0; st.col = 0; st.query = -1; st.shown = null;
-var size = Math.max(8, Math.min(28, Math.floor(448 / Math.max(L, S))));
-root.style.setProperty("--attnx-cell", size + "px");
+fit();
 option(querySel, -1, "(none)");
 for (i = 0; i < L; i++) { option(querySel, i, i + ": " + QT[i]); }
 var hrow = addDiv(grid, "attnx-row attnx-colheads", "row");
@@ -237,7 +246,19 @@ function drawBars() {
   }
   barsList.hidden = false;
 }
-function selectQuery(r) { st.query = r; drawBars(); }
+function topKey(r) {
+  var best = 0, top = -Infinity;
+  for (var c = 0; c < S; c++) {
+    var v = value(st.layer, st.head, r, c);
+    if (!masked(r, c) && v > top) { top = v; best = c; }
+  }
+  return best;
+}
+function selectQuery(r, c) {
+  st.query = r;
+  drawBars();
+  if (r >= 0) { show(r, c === undefined ? topKey(r) : c); }
+}
 function drawTiles() {
   for (var hd = 0; hd < NH; hd++) {
     var ctx = canvases[hd].getContext("2d");
@@ -335,7 +356,7 @@ grid.addEventListener("click", function (e) {
   var b = e.target.closest ? e.target.closest(".attnx-qbtn") : null;
   if (b && grid.contains(b)) { selectQuery(Number(b.getAttribute("data-q"))); return; }
   var c = cellOf(e.target);
-  if (c) { var p = rc(c); c.focus(); selectQuery(p[0]); }
+  if (c) { var p = rc(c); c.focus(); selectQuery(p[0], p[1]); }
 });
 grid.addEventListener("keydown", function (e) {
   var c = cellOf(e.target);
@@ -351,7 +372,7 @@ grid.addEventListener("keydown", function (e) {
     case "End": col = S - 1; if (e.ctrlKey) { r = L - 1; } break;
     case "PageUp": r = 0; break;
     case "PageDown": r = L - 1; break;
-    case "Enter": case " ": e.preventDefault(); selectQuery(r); return;
+    case "Enter": case " ": e.preventDefault(); selectQuery(r, col); return;
     default: return;
   }
   e.preventDefault();

@@ -23,7 +23,44 @@ function start() {
     root.setAttribute("aria-label", root.getAttribute("aria-label") + ": " + D.title);
   }
 }
-function ready() { root.setAttribute("data-pg-ready", "1"); }
+/* A wide part (.pg-scroller in a .pg-scroll) scrolls sideways in its own box, never the page.
+   When it overflows, its note (a .pg-cue just before the .pg-scroll) shows, a shadow marks
+   each side with more to see, and the box joins the tab order so keys can scroll it. */
+var cueUpdates = [];
+function cue(box) {
+  var wrap = box.parentNode, note = wrap.previousElementSibling;
+  if (!note || !note.classList.contains("pg-cue")) { note = null; }
+  function update() {
+    var over = box.scrollWidth > box.clientWidth + 1, x = Math.abs(box.scrollLeft);
+    wrap.classList.toggle("pg-more-r", over && x + box.clientWidth < box.scrollWidth - 1);
+    wrap.classList.toggle("pg-more-l", over && x > 1);
+    if (note) { note.hidden = !over; }
+    if (over) { box.tabIndex = 0; } else { box.removeAttribute("tabindex"); }
+  }
+  box.addEventListener("scroll", update);
+  cueUpdates.push(update);
+  update();
+}
+function cues() { for (var n = 0; n < cueUpdates.length; n++) { cueUpdates[n](); } }
+function ready() {
+  var boxes = root.querySelectorAll(".pg-scroller"), n, pending = false;
+  for (n = 0; n < boxes.length; n++) { cue(boxes[n]); }
+  if (typeof ResizeObserver === "function") {
+    var watch = new ResizeObserver(function () {
+      if (pending) { return; }
+      pending = true;
+      requestAnimationFrame(function () { pending = false; cues(); });
+    });
+    watch.observe(root);
+    for (n = 0; n < boxes.length; n++) {
+      watch.observe(boxes[n]);
+      if (boxes[n].firstElementChild) { watch.observe(boxes[n].firstElementChild); }
+    }
+  } else {
+    window.addEventListener("resize", cues);
+  }
+  root.setAttribute("data-pg-ready", "1");
+}
 
 /* SVG drawing, for the playgrounds that draw vectors. el: a new element in the namespace of
    its parent (the playground's svg or a group in it), with attributes, appended to parent.

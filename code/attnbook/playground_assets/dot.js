@@ -96,7 +96,8 @@ for (j = 0; j < S; j++) {
   bar.appendChild(fill);
   cells[3].appendChild(bar);
   cells[3].appendChild(wv);
-  cells.forEach(function (c) { tr.appendChild(c); });
+  /* The weight comes right after the key's name, so a narrow screen shows it first. */
+  [3, 0, 1, 2].forEach(function (c) { tr.appendChild(cells[c]); });
   body.appendChild(tr);
   rows.push({ tr: tr, at: cells[0], dot: cells[1], sc: cells[2], fill: fill, w: wv });
 }

@@ -125,6 +125,7 @@ function render() {
     item.appendChild(make("span", "pg-tok", "t" + t + " " + T[t]));
     leg.appendChild(item);
   }
+  cues();
 }
 for (var d = 1; d <= DM; d++) {
   if (DM % d === 0) {
