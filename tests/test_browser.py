@@ -145,6 +145,55 @@ def test_no_page_is_wider_than_a_phone(browser, site_url: str, name: str) -> Non
         context.close()
 
 
+#: Pages that embed the interactive widgets: the explorer or a playground.
+WIDGET_PAGES = ["book/dot-product-similarity", "book/scaling", "book/attention-maps",
+                "book/causal-masks", "book/multi-head-attention", "book/positions",
+                "book/language-model"]
+WIDGETS = ".attnbook-explorer, .attnbook-pg"
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("name", WIDGET_PAGES)
+def test_widgets_and_figures_fit_the_column_in_both_modes(browser, site_url: str, name: str,
+                                                          width: int, mode: str) -> None:
+    """On the built page, every widget and figure lies inside the screen, a widget's own
+    content never spills past its box (a wide table scrolls inside it), and in dark mode a
+    figure is a white card without the theme's dimming filter."""
+    context = browser.new_context(viewport={"width": width, "height": 900},
+                                  color_scheme=mode)
+    context.add_init_script(f"localStorage.setItem('mode', '{mode}');"
+                            f"localStorage.setItem('theme', '{mode}');")
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{site_url}/{name}.html")
+        assert tab.evaluate("document.documentElement.dataset.theme") == mode
+        boxes = tab.evaluate(
+            "sel => [...document.querySelectorAll(sel)].map(e => {"
+            " const r = e.getBoundingClientRect(), style = getComputedStyle(e);"
+            " return {name: e.className, left: r.left, right: r.right,"
+            " scroll: e.scrollWidth, client: e.clientWidth,"
+            " background: style.backgroundColor, filter: style.filter}; })",
+            f"{WIDGETS}, main figure img")
+        widgets = [box for box in boxes if box["name"].startswith("attnbook-")]
+        figures = [box for box in boxes if not box["name"].startswith("attnbook-")]
+        assert widgets and figures, f"{name}: {len(widgets)} widgets, {len(figures)} figures"
+        for box in boxes:
+            assert box["left"] >= -1 and box["right"] <= width + 1, (
+                f"{name} at {width} px, {mode}: {box['name'] or 'a figure'} spans "
+                f"{box['left']:.0f}..{box['right']:.0f} px")
+        for box in widgets:
+            assert box["scroll"] <= box["client"] + 1, (
+                f"{name} at {width} px, {mode}: {box['name']} holds {box['scroll']} px of "
+                f"content in {box['client']} px")
+        if mode == "dark":
+            for box in figures:
+                assert box["background"] == "rgb(255, 255, 255)", (name, box)
+                assert box["filter"] == "none", (name, box)
+    finally:
+        context.close()
+
+
 #: Pages whose exercise checkers fail on purpose, on the untouched starter code.
 CHECKER_PAGES = ["book/scaling", "book/causal-masks", "book/efficient-attention"]
 
