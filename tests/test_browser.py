@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import threading
@@ -50,6 +51,22 @@ def open_page(tab, url: str) -> dict[str, list[str]]:
         " || MathJax.startup.promise.then(() => true)"
     )
     return seen
+
+
+@contextlib.contextmanager
+def themed_page(browser, site_url: str, name: str, width: int, mode: str) -> Iterator:
+    """A tab showing page ``name`` at ``width`` px in the theme's ``mode`` (light or dark)."""
+    context = browser.new_context(viewport={"width": width, "height": 900},
+                                  color_scheme=mode)
+    context.add_init_script(f"localStorage.setItem('mode', '{mode}');"
+                            f"localStorage.setItem('theme', '{mode}');")
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{site_url}/{name}.html")
+        assert tab.evaluate("document.documentElement.dataset.theme") == mode
+        yield tab
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -115,20 +132,11 @@ def test_no_serious_accessibility_violations(site_url: str, page, name: str) -> 
 def test_screenshot_in_light_and_dark_mode(browser, site_url: str, built_book: Path,
                                            name: str, mode: str) -> None:
     """A picture of every page in both theme modes, for a person to look at."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  color_scheme=mode)
-    context.add_init_script(f"localStorage.setItem('mode', '{mode}');"
-                            f"localStorage.setItem('theme', '{mode}');")
-    tab = context.new_page()
-    try:
-        open_page(tab, f"{site_url}/{name}.html")
-        assert tab.evaluate("document.documentElement.dataset.theme") == mode
+    with themed_page(browser, site_url, name, 1280, mode) as tab:
         target = built_book.parent / "screenshots" / f"{Path(name).name}-{mode}.png"
         target.parent.mkdir(exist_ok=True)
         tab.screenshot(path=str(target), full_page=True)
         assert target.stat().st_size > 10_000
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -160,14 +168,7 @@ def test_widgets_and_figures_fit_the_column_in_both_modes(browser, site_url: str
     """On the built page, every widget and figure lies inside the screen, a widget's own
     content never spills past its box (a wide table scrolls inside it), and in dark mode a
     figure is a white card without the theme's dimming filter."""
-    context = browser.new_context(viewport={"width": width, "height": 900},
-                                  color_scheme=mode)
-    context.add_init_script(f"localStorage.setItem('mode', '{mode}');"
-                            f"localStorage.setItem('theme', '{mode}');")
-    tab = context.new_page()
-    try:
-        open_page(tab, f"{site_url}/{name}.html")
-        assert tab.evaluate("document.documentElement.dataset.theme") == mode
+    with themed_page(browser, site_url, name, width, mode) as tab:
         boxes = tab.evaluate(
             "sel => [...document.querySelectorAll(sel)].map(e => {"
             " const r = e.getBoundingClientRect(), style = getComputedStyle(e);"
@@ -190,8 +191,6 @@ def test_widgets_and_figures_fit_the_column_in_both_modes(browser, site_url: str
             for box in figures:
                 assert box["background"] == "rgb(255, 255, 255)", (name, box)
                 assert box["filter"] == "none", (name, box)
-    finally:
-        context.close()
 
 
 #: Pages whose exercise checkers fail on purpose, on the untouched starter code.
