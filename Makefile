@@ -33,12 +33,13 @@ TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommen
 
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
-	@echo "make test       run the whole test suite (lint, package, chapters in five numeric"
-	@echo "                environments, book build, Chromium, PDF)"
+	@echo "make test       run the whole test suite (lint, package, book build, Chromium, PDF,"
+	@echo "                and every chapter again in two perturbed numeric environments)"
 	@echo "make test-fast  lint and the package's tests only: no book, browser or chapter runs"
 	@echo "make pdf        build the book as one PDF (XeLaTeX) and put it in the site"
 	@echo "make lint       ruff on the package, tests, exercises, benchmarks and extension"
-	@echo "make bench      time attnbook against PyTorch, blockwise attention, SmolLM2's load"
+	@echo "make bench      what make test cost (slowest tests, each chapter's runs), then time"
+	@echo "                attnbook against PyTorch, blockwise attention, SmolLM2's load"
 	@echo "                and the book build"
 	@echo "make serve      serve the built site on http://localhost:$(PORT)"
 	@echo "make clean      remove the build output and the converted model (keeps .venv)"
@@ -71,7 +72,7 @@ pdf: $(INSTALLED) tex
 	     "$(abspath $(BUILD))/latex/$(PDF_NAME) (also $(BUILD)/html/$(PDF_NAME))"
 
 test: lint chromium tex
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "not book and not browser and not chapters"
@@ -107,8 +108,9 @@ tex:
 	fi
 
 bench: $(INSTALLED)
-	$(BIN)/python benchmarks/bench_attention.py; \
+	$(BIN)/python benchmarks/bench_suite.py; \
 	status=$$?; \
+	$(BIN)/python benchmarks/bench_attention.py || status=1; \
 	$(BIN)/python benchmarks/bench_efficient.py || status=1; \
 	$(BIN)/python benchmarks/bench_model.py --cold || status=1; \
 	$(BIN)/python benchmarks/bench_book.py || status=1; \

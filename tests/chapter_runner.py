@@ -8,7 +8,7 @@ from ``book/``), but in an environment the caller picks, and reports the first f
 
 Used by ``tests/test_portability.py``; also a command for contributors::
 
-    .venv/bin/python tests/chapter_runner.py --env one-thread book/scaling.md
+    .venv/bin/python tests/chapter_runner.py --env one-thread+baseline-cpu book/scaling.md
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ sys.path.insert(0, str(BOOK / "_ext"))
 
 from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 
-#: The numeric environments a chapter must run in, besides the build machine's own.
+#: The numeric perturbations a chapter must survive, besides the build machine's own set-up.
 #: ``one-thread``: every parallel reduction splits its work differently than with several.
 #: ``baseline-cpu``: PyTorch's plain (non-AVX) kernels and MKL restricted to SSE4.2, which
 #: stands in for an older or different CPU.
@@ -41,21 +41,52 @@ from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 #: thread count too.
 #: ``scrambled-clock``: every timer returns random readings (``kernel_startup/scramble.py``),
 #: standing in for a machine so loaded, or so different, that any timing comparison can come
-#: out either way.
-#: The two are IPython startup files, run in the chapter's kernel before its first cell.
+#: out either way. ``mirrored-clock``: the same random steps in reverse order of size, so
+#: that of two runs, one scrambled and one mirrored, each orders every pair of timings the
+#: other way.
+#: The startup files are IPython startup files, run in the chapter's kernel before its first
+#: cell.
+#:
+#: An environment may combine several of these with ``+`` (``one-thread+baseline-cpu``): the
+#: variables and startup files of each apply together. They are independent knobs (thread
+#: count, vector kernels, clock): a result that moves when one knob turns has no reason to
+#: move back when another turns too, so one run that turns three catches what each would
+#: catch alone (``test_portability`` plants fragile chapters to check it).
 ENVIRONMENTS: dict[str, dict[str, str]] = {
     "default": {},
     "one-thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     "baseline-cpu": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
     "many-threads": {"OMP_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"},
-    "scrambled-clock": {"IPYTHONDIR": "<a profile whose startup scrambles time.perf_counter, "
-                                      "time.process_time and timeit>"},
+    "scrambled-clock": {"ATTNBOOK_CLOCK_SEED": "20261125"},
+    "mirrored-clock": {"ATTNBOOK_CLOCK_SEED": "20261125", "ATTNBOOK_CLOCK_MIRROR": "1"},
 }
+_STARTUP_FOLDER = Path(__file__).with_name("kernel_startup")
 STARTUP = {
-    "many-threads": Path(__file__).with_name("kernel_startup") / "sixteen_threads.py",
-    "scrambled-clock": Path(__file__).with_name("kernel_startup") / "scramble.py",
+    "many-threads": _STARTUP_FOLDER / "sixteen_threads.py",
+    "scrambled-clock": _STARTUP_FOLDER / "scramble.py",
+    "mirrored-clock": _STARTUP_FOLDER / "scramble.py",
 }
 
+
+def parts(environment: str) -> list[str]:
+    """The single environments a (possibly combined) environment is made of."""
+    names = environment.split("+")
+    unknown = [name for name in names if name not in ENVIRONMENTS]
+    if unknown or (len(names) > 1 and "default" in names) or len(set(names)) < len(names):
+        raise ValueError(f"environment must be one of {sorted(ENVIRONMENTS)}, or several of "
+                         f"them but 'default' joined with '+', got {environment!r}")
+    clocks = [name for name in names if STARTUP.get(name) == STARTUP["scrambled-clock"]]
+    if len(clocks) > 1:
+        raise ValueError(f"environment must scramble the clock at most once, got {environment!r}")
+    return names
+
+
+def variables(environment: str) -> dict[str, str]:
+    """The variables of every part of ``environment``, merged."""
+    merged: dict[str, str] = {}
+    for name in parts(environment):
+        merged.update(ENVIRONMENTS[name])
+    return merged
 
 
 @dataclass
@@ -70,7 +101,8 @@ class ChapterFailure(Exception):
 
     def __str__(self) -> str:
         first_lines = "\n".join(self.cell_source.splitlines()[:6])
-        text = (BOOK / f"{self.chapter}.md").read_text()
+        source = BOOK / f"{self.chapter}.md"
+        text = source.read_text() if source.is_file() else ""
         where = text.find(self.cell_source) if self.cell_source else -1
         line = f", line {text.count(chr(10), 0, where) + 1}" if where >= 0 else ""
         return (f"book/{self.chapter}.md{line}: code cell {self.cell_index} failed in the "
@@ -80,21 +112,22 @@ class ChapterFailure(Exception):
 
 def describe(environment: str) -> str:
     """The environment's variables, as a reader would export them."""
-    variables = ENVIRONMENTS[environment]
-    return " ".join(f"{k}={v}" for k, v in variables.items()) or "the machine's own settings"
+    words = [f"{k}={v}" for k, v in variables(environment).items()]
+    words += [f"{STARTUP[name].name} at kernel start" for name in parts(environment)
+              if name in STARTUP]
+    return " ".join(words) or "the machine's own settings"
 
 
 def kernel_env(environment: str, scratch: Path) -> dict[str, str]:
     """The full environment for the chapter's kernel; ``scratch`` is an empty folder."""
-    if environment not in ENVIRONMENTS:
-        raise ValueError(f"environment must be one of {sorted(ENVIRONMENTS)}, "
-                         f"got {environment!r}")
     # What the book's build gives its kernels, then the environment's own variables.
-    env = {**KERNEL_ENV, **os.environ, **ENVIRONMENTS[environment]}
-    if environment in STARTUP:
-        startup = scratch / "profile_default" / "startup"
-        startup.mkdir(parents=True)
-        shutil.copy(STARTUP[environment], startup / f"00-{STARTUP[environment].name}")
+    env = {**KERNEL_ENV, **os.environ, **variables(environment)}
+    startups = [STARTUP[name] for name in parts(environment) if name in STARTUP]
+    if startups:
+        folder = scratch / "profile_default" / "startup"
+        folder.mkdir(parents=True)
+        for index, path in enumerate(startups):
+            shutil.copy(path, folder / f"{index:02d}-{path.name}")
         env["IPYTHONDIR"] = str(scratch)
     # The inline backend draws the figures, as in the build; a non-interactive backend set by
     # the caller would silently skip them.
@@ -195,9 +228,19 @@ def glue_problems(chapter: Path, notebook) -> list[str]:
     return problems
 
 
+def _environment_argument(text: str) -> str:
+    try:
+        parts(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="default", choices=sorted(ENVIRONMENTS))
+    parser.add_argument("--env", default="default", type=_environment_argument,
+                        help="one of " + ", ".join(ENVIRONMENTS) + ", or several joined "
+                             "with '+' (one-thread+baseline-cpu)")
     parser.add_argument("chapters", nargs="+", type=Path)
     args = parser.parse_args(argv)
     status = 0

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
+import json
+import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+import time
+from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,8 +33,20 @@ os.environ.setdefault("ATTNBOOK_CACHE", str(ROOT / ".cache"))
 # the home folder with another checkout's environment can name files that are gone (and the
 # chapters then print "findfont" warnings). Each checkout keeps its own, as `make` does.
 os.environ.setdefault("MPLCONFIGDIR", str(ROOT / ".cache" / "matplotlib"))
+sys.path.insert(0, str(ROOT / "tests"))
+from chapter_runner import outcome  # noqa: E402
+
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
+#: What the last session that ran the chapters measured (``make bench`` prints it).
+SUITE_COST = BUILD / "suite-cost.json"
+EXECUTED = re.compile(r"book/([\w-]+)\.md: Executed notebook in ([\d.]+) seconds")
+
+#: Seconds per test (set-up, call and tear-down), and the strict build's execution time per
+#: chapter (none when the build found every chapter in its cache).
+_test_seconds: dict[str, float] = defaultdict(float)
+_build_seconds: dict[str, float] = {}
+_session_start = time.time()
 
 #: Flags that keep headless Chromium quiet on a machine with no network.
 CHROMIUM_ARGS = [
@@ -79,6 +98,7 @@ def built_book() -> Path:
     result = run_build()
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"the strict book build failed:\n{log[-6000:]}"
+    _build_seconds.update((name, float(s)) for name, s in EXECUTED.findall(log))
     assert (HTML / "index.html").is_file()
     return HTML
 
@@ -119,3 +139,67 @@ def browser() -> Iterator[object]:
                                               args=CHROMIUM_ARGS, headless=True)
         yield instance
         instance.close()
+
+
+#: The environments every chapter runs in besides the build's (``test_portability``): each
+#: turns several knobs at once, so two runs cover one thread, sixteen threads, a baseline
+#: CPU's kernels, and a scrambled clock with its mirror image.
+PORTABLE = ["one-thread+baseline-cpu+scrambled-clock", "many-threads+mirrored-clock"]
+#: How much lower the background runs' priority is than the session's (``nice``): the build
+#: and the browser tests come first, the chapter runs take the time they leave idle.
+BACKGROUND_NICENESS = 10
+
+
+@pytest.fixture(scope="session", autouse=True)
+def chapter_runs(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], Future]]:
+    """The portability runs of every selected ``test_chapter_runs``, started with the session.
+
+    They run two at a time in fresh processes at a lower priority, the longest chapters first,
+    while the session builds the book and drives the browser: the tests in
+    ``test_portability`` only wait for their outcomes. Nothing starts when no chapter run is
+    selected (``make test-fast``).
+    """
+    wanted = [(item.callspec.params["environment"], item.callspec.params["chapter"])
+              for item in request.session.items
+              if getattr(item, "originalname", "") == "test_chapter_runs"]
+    if not wanted:
+        yield {}
+        return
+    wanted.sort(key=lambda combo: -combo[1].stat().st_size)
+    # spawn, not fork: the session may already hold threads (the site server, Playwright).
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=os.nice, initargs=(BACKGROUND_NICENESS,))
+    futures = {(env, chapter.stem): pool.submit(outcome, chapter, env)
+               for env, chapter in wanted}
+    yield futures
+    pool.shutdown(cancel_futures=True)
+    record_suite_cost(futures)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _test_seconds[report.nodeid] += report.duration
+
+
+def record_suite_cost(futures: dict[tuple[str, str], Future]) -> None:
+    """Write what this session measured to ``SUITE_COST``: every test's seconds, each
+    chapter's run per environment and its execution in the build, with a digest of each
+    chapter's source (so ``make bench`` can tell which records a later edit made stale)."""
+    runs: dict[str, dict[str, float]] = defaultdict(dict)
+    for (environment, chapter), future in futures.items():
+        if future.done() and not future.cancelled() and future.exception() is None:
+            runs[chapter][environment] = round(future.result()[0], 1)
+    digests = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest()
+               for path in (ROOT / "book").glob("*.md")}
+    record = {
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "session_seconds": round(time.time() - _session_start, 1),
+        "cores": os.cpu_count(),
+        "portable": PORTABLE,
+        "tests": sorted(((node, round(s, 2)) for node, s in _test_seconds.items()),
+                        key=lambda item: -item[1]),
+        "chapter_runs": runs,
+        "build_execution": _build_seconds,
+        "digests": {name: digest for name, digest in digests.items() if name in runs},
+    }
+    BUILD.mkdir(exist_ok=True)
+    SUITE_COST.write_text(json.dumps(record, indent=1))

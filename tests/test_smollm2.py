@@ -4,6 +4,9 @@ against the model's in every layer, the package's decoder and its cache (no netw
 from __future__ import annotations
 
 import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -81,6 +84,28 @@ def test_the_converted_model_is_cached_by_version(smol):
     names = os.listdir(folder)
     assert any(name.startswith("smollm2-0.1.2-transformers-") for name in names), names
     assert not any(name.startswith(".converting-") for name in names)
+
+
+def test_two_loads_at_once_convert_once(tmp_path, monkeypatch):
+    """A second process (here a thread with its own lock handle) that finds a conversion
+    under way waits for it instead of converting again, and both get the folder."""
+    monkeypatch.setenv(pretrained.CACHE_ENV_VAR, str(tmp_path))
+    conversions, inside = [], threading.Event()
+
+    def convert(gguf: str, folder: str) -> None:
+        conversions.append(folder)
+        inside.set()
+        time.sleep(0.5)  # long enough for the other thread to reach the lock
+        os.makedirs(folder)
+
+    monkeypatch.setattr(pretrained, "_convert_smollm2", convert)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(pretrained._smollm2_folder)
+        assert inside.wait(timeout=30)
+        second = pool.submit(pretrained._smollm2_folder)
+        folders = {first.result(timeout=60), second.result(timeout=60)}
+    assert len(conversions) == 1 and folders == {conversions[0]}
+    assert os.path.isdir(conversions[0])
 
 
 def test_attention_maps_are_causal_rows_of_weights(smol):

@@ -260,8 +260,33 @@ def _smollm2_folder() -> str:
     folder = os.path.join(model_cache_dir(),
                           f"smollm2-{version}-transformers-{transformers_version}")
     if not os.path.isdir(folder):
-        _convert_smollm2(gguf, folder)
+        # One conversion at a time: a process that finds another converting waits for it
+        # and reads its folder (the book's build and the test suite's chapter runs start
+        # together), rather than spending a minute of CPU on a second copy.
+        with _exclusive(folder + ".lock"):
+            if not os.path.isdir(folder):
+                _convert_smollm2(gguf, folder)
     return folder
+
+
+@contextlib.contextmanager
+def _exclusive(path: str):
+    """Hold an exclusive lock on the file ``path`` (created if missing) while inside.
+
+    Where ``fcntl`` is missing (Windows), nothing is locked: two processes may then both
+    convert, which costs time but stays correct (see :func:`_convert_smollm2`)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _read_smollm2(folder: str) -> tuple[Decoder, _TokenizerFile]:

@@ -4,20 +4,35 @@ Each reading advances the clock by a random step between 1 microsecond and 1 sec
 measured duration is a random number unrelated to the work. A chapter that executes without
 error under it neither asserts a timing relation nor breaks when its timings come out the
 other way round; whatever comparison words it glues, it computes from the measurement.
+
+The steps are drawn from a generator seeded by ``ATTNBOOK_CLOCK_SEED``, so a run can be
+repeated exactly. With ``ATTNBOOK_CLOCK_MIRROR=1`` each step is mirrored, 10**-6 / step: the
+same draws, in reverse order of size. Two runs of a chapter, one plain and one mirrored, then
+see every pair of one-step durations ordered both ways, so a verdict that one of two timings is
+the shorter fails in one of them, whatever the seed (a random pair alone would let it through
+half the time).
 """
 
+import os
 import random
 import time
 import timeit
 
-_draw = random.Random(20261125)
+_draw = random.Random(int(os.environ.get("ATTNBOOK_CLOCK_SEED", "20261125")))
+_mirror = os.environ.get("ATTNBOOK_CLOCK_MIRROR") == "1"
+
+
+def _step():
+    """A step between 1 microsecond and 1 second, log-uniform (mirrored if asked)."""
+    exponent = _draw.uniform(-6, 0)
+    return 10 ** (-6 - exponent if _mirror else exponent)
 
 
 def _scrambled(clock, scale=1.0):
     reading = [clock()]
 
     def read():
-        reading[0] += scale * 10 ** _draw.uniform(-6, 0)
+        reading[0] += scale * _step()
         return type(reading[0])(reading[0])
 
     return read

@@ -16,6 +16,7 @@ from .harness import (
     Mismatch,
     Mistake,
     call_reader,
+    error_hints,
     expect_close,
     expect_mask,
     name_of,
@@ -41,14 +42,14 @@ _CAUSAL_HINT = (
 )
 
 
-def _causal_hint(error: Exception) -> str | None:
-    if isinstance(error, TypeError) and "required positional argument" in str(error):
-        return ("S is optional: `def my_causal_mask(L, S=None)`, and without it the mask is "
-                "square, S = L.")
-    if isinstance(error, TypeError) and "NoneType" in str(error):
-        return ("S defaults to None: start with `S = L if S is None else S`, so that "
-                "`my_causal_mask(L)` is the square mask.")
-    return None
+_causal_hint = error_hints(
+    (TypeError, "required positional argument",
+     "S is optional: `def my_causal_mask(L, S=None)`, and without it the mask is square, "
+     "S = L."),
+    (TypeError, "NoneType",
+     "S defaults to None: start with `S = L if S is None else S`, so that "
+     "`my_causal_mask(L)` is the square mask."),
+)
 
 
 def _tril(L: int, S: int, offset: int) -> Tensor:
@@ -111,17 +112,14 @@ def check_causal_mask(mask_fn: Callable) -> None:
                                f"one column per key, S of them"
                                + (", the cached ones included." if shift else "."))
 
-    for title, L, S in [
+    checks.run_all(run, [
         ("6 tokens, S left at its default: the square mask", 6, None),
         ("5 queries and 5 keys, S given", 5, 5),
         ("one new token after a cache of 6: L = 1, S = 7", 1, 7),
         ("3 new tokens after a cache of 5: L = 3, S = 8", 3, 8),
         ("4 new tokens after a cache of 1: L = 4, S = 5", 4, 5),
         ("a single token: [[True]]", 1, None),
-    ]:
-        with checks.case(title):
-            run(L, S)
-    checks.passed()
+    ])
 
 
 _EPS_HINT = (

@@ -14,6 +14,7 @@ from .harness import (
     Checks,
     Mismatch,
     call_reader,
+    error_hints,
     expect_close,
     expect_pair,
     name_of,
@@ -26,11 +27,11 @@ __tracebackhide__ = True
 __all__ = ["check_batched_raw_attention"]
 
 
-def _raw_attention_hint(error: Exception) -> str | None:
-    if isinstance(error, RuntimeError):
-        return ("for a 3-D tensor `x.T` reverses all three dimensions; transpose only the "
-                "last two, `x.transpose(-2, -1)`, so the batch dimension stays in front.")
-    return None
+_raw_attention_hint = error_hints(
+    (RuntimeError, "",
+     "for a 3-D tensor `x.T` reverses all three dimensions; transpose only the last two, "
+     "`x.transpose(-2, -1)`, so the batch dimension stays in front."),
+)
 
 
 def check_batched_raw_attention(attention_fn: Callable) -> None:

@@ -1,9 +1,10 @@
 """The harness every checker runs in: numbered checks, messages a reader can act on.
 
-A checker opens ``checks = Checks("check_x", error_hint)`` and runs each check inside
-``with checks.case(title):``. In a check it calls the reader's code through
-:func:`call_reader` (their exception becomes a report of their line; changing an argument in
-place fails) and compares with :func:`expect_close`, :func:`expect_pair` or
+A checker opens ``checks = Checks("check_x", error_hint)`` (the hint for an exception the
+reader's code raised, often a table of :func:`error_hints`) and runs each check inside
+``with checks.case(title):``, or a list of them with ``checks.run_all``. In a check it calls
+the reader's code through :func:`call_reader` (their exception becomes a report of their line;
+changing an argument in place fails) and compares with :func:`expect_close`, :func:`expect_pair` or
 :func:`expect_number`, which raise :class:`Mismatch` with what was expected, what came back and
 a hint; a list of known mistakes (:data:`Mistake`) picks the hint that explains the
 difference. ``checks.case`` turns either failure into an :class:`ExerciseCheckError` whose
@@ -92,6 +93,32 @@ class Checks:
 
     def passed(self) -> None:
         print(f"✓ {self.checker}: all {self.count} checks passed.")
+
+    def run_all(self, run: Callable[..., None], cases: list[tuple]) -> None:
+        """Runs ``run(*arguments)`` as one check per ``(title, *arguments)`` of ``cases``,
+        then says that all passed."""
+        for title, *arguments in cases:
+            with self.case(title):
+                run(*arguments)
+        self.passed()
+
+
+#: One rule of :func:`error_hints`: the exception types it applies to, a text the error's
+#: message must contain ("" for any), and the hint.
+HintRule = tuple[type[BaseException] | tuple[type[BaseException], ...], str, str]
+
+
+def error_hints(*rules: HintRule) -> Callable[[BaseException], str | None]:
+    """An ``error_hint`` for :class:`Checks` from a table: the hint of the first rule whose
+    types the error is an instance of and whose text its message contains, else None."""
+    def hint(error: BaseException) -> str | None:
+        message = str(error)
+        for kinds, text, advice in rules:
+            if isinstance(error, kinds) and text in message:
+                return advice
+        return None
+
+    return hint
 
 
 class _Case:

@@ -29,6 +29,7 @@ from .harness import (
     Mistake,
     as_scalar,
     call_reader,
+    error_hints,
     expect_close,
     expect_mask,
     expect_number,
@@ -58,11 +59,11 @@ _TILED_HINT = (
 )
 
 
-def _repeat_kv_hint(error: Exception) -> str | None:
-    if isinstance(error, IndexError | RuntimeError) and "dim" in str(error):
-        return ("count dimensions from the end: the heads are dim -3 of (..., h_kv, S, E), "
-                "with or without a batch dimension in front.")
-    return None
+_repeat_kv_hint = error_hints(
+    ((IndexError, RuntimeError), "dim",
+     "count dimensions from the end: the heads are dim -3 of (..., h_kv, S, E), with or "
+     "without a batch dimension in front."),
+)
 
 
 def _head_sources(got: Tensor, kv: Tensor) -> str:
@@ -228,7 +229,7 @@ def check_cache_bytes_per_token(bytes_fn: Callable) -> None:
 
     smollm2 = DecoderConfig(vocab_size=49152, d_model=576, num_layers=30, num_heads=9,
                             num_kv_heads=3, d_ff=1536, rope_base=100000.0)
-    for title, label, config, b in [
+    checks.run_all(run, [
         ("SmolLM2-135M in float32: 30 layers, 9 query and 3 key/value heads of 64",
          "smollm2", smollm2, 4),
         ("SmolLM2-135M in bfloat16, 2 bytes per number", "smollm2", smollm2, 2),
@@ -240,10 +241,7 @@ def check_cache_bytes_per_token(bytes_fn: Callable) -> None:
          DecoderConfig(1000, 768, 12, 12, 1, 3072), 4),
         ("tiny: 2 layers, 4 query and 2 key/value heads of 8", "tiny",
          DecoderConfig(100, 32, 2, 4, 2, 64), 4),
-    ]:
-        with checks.case(title):
-            run(label, config, b)
-    checks.passed()
+    ])
 
 
 # --------------------------------------------------------- one cached step with RoPE
@@ -509,7 +507,7 @@ def check_window_mask(mask_fn: Callable) -> None:
         expect_mask(f"the mask {call}", got, expected, mistakes=mistakes, hint=_WINDOW_HINT,
                     shape_hint="one row per query and one column per key: (L, L).")
 
-    for title, L, recent, sinks in [
+    checks.run_all(run, [
         ("8 tokens, a window of 3, no sinks", 8, 3, 0),
         ("8 tokens, a window of 3 and 2 sinks", 8, 3, 2),
         ("10 tokens, a window of 4 and 1 sink", 10, 4, 1),
@@ -521,7 +519,4 @@ def check_window_mask(mask_fn: Callable) -> None:
         ("a window of 1 and 3 sinks, 7 tokens", 7, 1, 3),
         ("more sinks than the window: 9 tokens, a window of 2 and 5 sinks", 9, 2, 5),
         ("a single token: [[True]]", 1, 1, 1),
-    ]:
-        with checks.case(title):
-            run(L, recent, sinks)
-    checks.passed()
+    ])

@@ -17,6 +17,7 @@ from .harness import (
     Mismatch,
     Mistake,
     call_reader,
+    error_hints,
     expect_close,
     expect_pair,
     name_of,
@@ -45,11 +46,9 @@ def _labelled(B: int, L: int, d_model: int) -> Tensor:
     return (1000 * b + 100 * t + f).float()  # (B, L, d_model)
 
 
-def _merge_hint(error: Exception) -> str | None:
-    if "view" in str(error):
-        return ("after a transpose the tensor is no longer contiguous in memory, so `.view` "
-                "fails: use `.reshape(...)`, `.flatten(-2)` or `.contiguous().view(...)`.")
-    return None
+_VIEW_HINT = ("after a transpose the tensor is no longer contiguous in memory, so `.view` "
+              "fails: use `.reshape(...)`, `.flatten(-2)` or `.contiguous().view(...)`.")
+_merge_hint = error_hints((Exception, "view", _VIEW_HINT))
 
 
 def check_split_merge_heads(split_fn: Callable, merge_fn: Callable) -> None:
@@ -140,15 +139,12 @@ _MHA_HINT = (
 )
 
 
-def _mha_hint(error: Exception) -> str | None:
-    message = str(error)
-    if isinstance(error, RuntimeError) and "shape" in message and "invalid" in message:
-        return ("keys and values may have another length S than the queries' L (cross-"
-                "attention): split each tensor with its own length, `x.shape[1]`.")
-    if isinstance(error, RuntimeError) and "view" in message:
-        return ("after a transpose the tensor is no longer contiguous in memory, so `.view` "
-                "fails: use `.reshape(...)`, `.flatten(-2)` or `.contiguous().view(...)`.")
-    return None
+_mha_hint = error_hints(
+    (RuntimeError, "invalid for input",
+     "keys and values may have another length S than the queries' L (cross-attention): "
+     "split each tensor with its own length, `x.shape[1]`."),
+    (RuntimeError, "view", _VIEW_HINT),
+)
 
 
 def check_multi_head_attention(mha_fn: Callable) -> None:

@@ -25,6 +25,7 @@ from .harness import (
     as_tensor,
     call_reader,
     describe,
+    error_hints,
     expect_close,
     name_of,
     randn,
@@ -124,17 +125,14 @@ def check_sinusoidal(sinusoidal_fn: Callable) -> None:
             check_dtype=False, hint=_SINUSOIDAL_HINT, mistakes=mistakes,
             note="rows are positions 0 .. L-1; row 0 is [0, 1, 0, 1, ...] (sin 0, cos 0)")
 
-    for title, L, E in [
+    checks.run_all(run, [
         ("4 positions, 6 features", 4, 6),
         ("50 positions, 16 features", 50, 16),
         ("the smallest, 1 position and 2 features: [[0, 1]]", 1, 2),
         ("128 positions, 64 features", 128, 64),
         ("10 positions, 512 features, as in the paper's base model", 10, 512),
         ("a long one, 1000 positions and 10 features", 1000, 10),
-    ]:
-        with checks.case(title):
-            run(L, E)
-    checks.passed()
+    ])
 
 
 # --------------------------------------------------------------------- rotary, interleaved
@@ -161,16 +159,15 @@ _FLOAT64_HINT = (
 )
 
 
-def _rope_hint(error: Exception) -> str | None:
-    message = str(error)
-    if isinstance(error, RuntimeError) and "must match the size" in message:
-        return ("positions has the shape (..., L) and may have leading dimensions (one row "
-                "of positions per sequence): `positions[..., None] * theta` gives the angles "
-                "(..., L, D/2), whatever comes in front; `positions[:, None]` does not.")
-    if isinstance(error, RuntimeError) and "last dimension of size 2" in message:
-        return ("torch.view_as_complex reads each pair from a last dimension of size 2: "
-                "`x.unflatten(-1, (-1, 2))` turns (..., L, D) into (..., L, D/2, 2).")
-    return None
+_rope_hint = error_hints(
+    (RuntimeError, "must match the size",
+     "positions has the shape (..., L) and may have leading dimensions (one row of positions "
+     "per sequence): `positions[..., None] * theta` gives the angles (..., L, D/2), whatever "
+     "comes in front; `positions[:, None]` does not."),
+    (RuntimeError, "last dimension of size 2",
+     "torch.view_as_complex reads each pair from a last dimension of size 2: "
+     "`x.unflatten(-1, (-1, 2))` turns (..., L, D) into (..., L, D/2, 2)."),
+)
 
 
 def _row_lengths_changed(got: object, x: Tensor) -> bool:
@@ -338,14 +335,14 @@ def _paper_like(n: int, *, first: int = 1, extra: slice = slice(0, None, 2),
                         dtype=torch.float64)  # (n,)
 
 
-def _alibi_hint(error: Exception) -> str | None:
-    if isinstance(error, RecursionError):
-        return ("the recursion never ends: for n not a power of two, call the power-of-two "
-                "formula for p and 2p (both powers of two), not get_slopes(n) again.")
-    if isinstance(error, IndexError):
-        return ("take the extra slopes from 2p heads with a slice, `[0::2][:n - p]`: a "
-                "slice never runs past the end.")
-    return None
+_alibi_hint = error_hints(
+    (RecursionError, "",
+     "the recursion never ends: for n not a power of two, call the power-of-two formula for "
+     "p and 2p (both powers of two), not get_slopes(n) again."),
+    (IndexError, "",
+     "take the extra slopes from 2p heads with a slice, `[0::2][:n - p]`: a slice never runs "
+     "past the end."),
+)
 
 
 def check_alibi_slopes(slopes_fn: Callable) -> None:
@@ -418,7 +415,7 @@ def check_alibi_slopes(slopes_fn: Callable) -> None:
         expect_close(f"the slopes {call}", got, expected, atol=1e-8, rtol=1e-5,
                      check_dtype=False, hint=_ALIBI_HINT, mistakes=mistakes, note=note)
 
-    for title, n in [
+    checks.run_all(run, [
         ("8 heads, as in the paper: 1/2, 1/4, ..., 1/256", 8),
         ("16 heads", 16),
         ("1 head: 2^-8", 1),
@@ -427,7 +424,4 @@ def check_alibi_slopes(slopes_fn: Callable) -> None:
         ("6 heads", 6),
         ("3 heads", 3),
         ("20 heads", 20),
-    ]:
-        with checks.case(title):
-            run(n)
-    checks.passed()
+    ])

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from ..layers import SimpleAttention
-from .harness import Checks, Mismatch, call_reader, expect_close, expect_pair, randn
+from .harness import Checks, Mismatch, call_reader, error_hints, expect_close, expect_pair, randn
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
@@ -19,12 +19,12 @@ __all__ = ["check_simple_attention"]
 _PROJECTIONS = ("query", "key", "value")
 
 
-def _module_hint(error: Exception) -> str | None:
-    if isinstance(error, RuntimeError | IndexError):
-        return ("forward must accept a batch (B, L, n_embd) and a single sequence "
-                "(L, n_embd): transpose the keys with `k.transpose(-2, -1)`, not `k.T` or "
-                "`k.transpose(1, 2)`, and take the softmax over dim=-1.")
-    return None
+_module_hint = error_hints(
+    ((RuntimeError, IndexError), "",
+     "forward must accept a batch (B, L, n_embd) and a single sequence (L, n_embd): "
+     "transpose the keys with `k.transpose(-2, -1)`, not `k.T` or `k.transpose(1, 2)`, and "
+     "take the softmax over dim=-1."),
+)
 
 
 def _check_projections(module: nn.Module, owner: str, n_embd: int | None) -> int:

@@ -18,6 +18,7 @@ from .harness import (
     call_reader,
     describe,
     diagnose,
+    error_hints,
     expect_close,
     name_of,
     number,
@@ -52,14 +53,13 @@ def _wrapped_nearest(L: int, period: int) -> Tensor:
     return wrapped
 
 
-def _repeat_pattern_hint(error: Exception) -> str | None:
-    if isinstance(error, ZeroDivisionError):
-        return ("a row t < period - 1 has no key holding its target: leave it at zero "
-                "instead of dividing by its number of keys, 0.")
-    if isinstance(error, IndexError):
-        return ("keys run from 0 to L - 1: key t + 1 - period exists only from row "
-                "t = period - 1 on.")
-    return None
+_repeat_pattern_hint = error_hints(
+    (ZeroDivisionError, "",
+     "a row t < period - 1 has no key holding its target: leave it at zero instead of "
+     "dividing by its number of keys, 0."),
+    (IndexError, "",
+     "keys run from 0 to L - 1: key t + 1 - period exists only from row t = period - 1 on."),
+)
 
 
 def check_repeat_pattern(pattern_fn: Callable) -> None:
@@ -140,7 +140,7 @@ def check_repeat_pattern(pattern_fn: Callable) -> None:
                      "zero (divide by the number of keys clamped to at least 1, "
                      "`counts.clamp(min=1)`).")
 
-    for title, L, period in [
+    checks.run_all(run, [
         ("the chapter's task, L=16 and period=8: the prefix repeats twice", 16, 8),
         ("L=9, period=4: rows 7 and 8 have their answer at two keys", 9, 4),
         ("L=12, period=3: the last row has its answer at four keys", 12, 3),
@@ -148,7 +148,4 @@ def check_repeat_pattern(pattern_fn: Callable) -> None:
         ("period = L = 6: only the last row can be answered", 6, 6),
         ("the smallest task, L=3 and period=2", 3, 2),
         ("a longer input, L=25 and period=5", 25, 5),
-    ]:
-        with checks.case(title):
-            run(L, period)
-    checks.passed()
+    ])
