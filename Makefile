@@ -87,14 +87,14 @@ COMPAT_INSTALLED := $(COMPAT_VENV)/.installed
 #: `chapters` markers are deselected, and the files that need the book's tool chain
 #: (jupyter-book, Sphinx, jupytext, BeautifulSoup, actionlint) or test the book rather than
 #: the package are not collected: the book build and PDF, Chromium, the chapters' portability,
-#: code and exactness lint, the Sphinx extension, the theme and dark-mode CSS, the CI workflow
-#: and the bug gallery's text. The exercise folders need only pytest and the package, so their
-#: tests run. SmolLM2 is left out: transformers before 4.45 cannot dequantise its GGUF file
+#: code and exactness lint, the Sphinx extension, the theme and dark-mode CSS, the CI workflow,
+#: the bug gallery's text and the record of the suite's cost. The exercise folders need only
+#: pytest and the package, so their tests run. SmolLM2 is left out: transformers before 4.45 cannot dequantise its GGUF file
 #: (Q4_1), 4.45 up to at least 5.0.0 read its tokenizer with a BOS token that the model does
 #: not use, and transformers 5 needs torch >= 2.4; see README.md.
 COMPAT_IGNORE := test_book test_pdf test_browser test_portability test_chapter_code \
 	test_exactness_lint test_sphinx_extension test_theme test_dark_mode test_workflow \
-	test_bug_gallery test_smollm2
+	test_bug_gallery test_smollm2 test_suite_cost
 #: Deselected too: SmolLM2 in the explorer, and the widgets' print editions, whose test asks
 #: myst-nb (the book's) which of the display bundle's formats each builder picks.
 COMPAT_DESELECT := tests/test_explorer.py::test_smollm2_sentence_is_causal_and_fits_the_budget \
@@ -111,11 +111,12 @@ $(COMPAT_INSTALLED): requirements-compat.txt pyproject.toml
 	@touch $@
 
 test-compat: $(COMPAT_INSTALLED)
-	@# Every lower bound in pyproject.toml must be exactly the version installed here.
+	@# Every lower bound of the package and its `pretrained` extra must be exactly the version
+	@# installed here (the `smollm2` extra's bounds are the pins that `make test` runs).
 	$(COMPAT_BIN)/python -c 'import re, tomllib, importlib.metadata as m; \
 		from packaging.version import Version as V; \
 		p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-		deps = p["dependencies"] + [d for ds in p["optional-dependencies"].values() for d in ds]; \
+		deps = p["dependencies"] + p["optional-dependencies"]["pretrained"]; \
 		bad = [(d, m.version(n)) for d in deps for n, low in re.findall(r"^([\w.-]+)>=([\w.]+)", d) \
 		       if V(V(m.version(n)).public) != V(low)]; \
 		assert not bad, f"a lower bound is not the version installed here: {bad}"'

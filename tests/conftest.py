@@ -33,9 +33,6 @@ os.environ.setdefault("ATTNBOOK_CACHE", str(ROOT / ".cache"))
 # the home folder with another checkout's environment can name files that are gone (and the
 # chapters then print "findfont" warnings). Each checkout keeps its own, as `make` does.
 os.environ.setdefault("MPLCONFIGDIR", str(ROOT / ".cache" / "matplotlib"))
-sys.path.insert(0, str(ROOT / "tests"))
-from chapter_runner import outcome  # noqa: E402
-
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 #: What the last session that ran the chapters measured (``make bench`` prints it).
@@ -165,6 +162,8 @@ def chapter_runs(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str
     if not wanted:
         yield {}
         return
+    from chapter_runner import outcome  # the book's tool chain: imported only when needed
+
     wanted.sort(key=lambda combo: -combo[1].stat().st_size)
     # spawn, not fork: the session may already hold threads (the site server, Playwright).
     pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),

@@ -1,0 +1,95 @@
+"""The record of what `make test` cost (``conftest.record_suite_cost``), and `make bench`'s
+report of it (``benchmarks/bench_suite.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+
+import conftest
+import pytest
+from chapter_runner import notebook_chapters
+from conftest import PORTABLE, ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_suite  # noqa: E402
+
+
+def finished(seconds: float, problem: str | None = None) -> Future:
+    future: Future = Future()
+    future.set_result((seconds, problem))
+    return future
+
+
+@pytest.fixture
+def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "suite-cost.json"
+    monkeypatch.setattr(conftest, "BUILD", tmp_path)
+    monkeypatch.setattr(conftest, "SUITE_COST", path)
+    monkeypatch.setattr(bench_suite, "SUITE_COST", path)
+    return path
+
+
+def test_the_record_holds_each_run_and_each_chapter_digest(record_file: Path) -> None:
+    failed: Future = Future()
+    failed.set_exception(RuntimeError("the worker died"))
+    futures = {(PORTABLE[0], "scaling"): finished(41.26),
+               (PORTABLE[1], "scaling"): finished(37.5, "a cell failed"),
+               (PORTABLE[0], "notation"): failed}
+    conftest.record_suite_cost(futures)
+    record = json.loads(record_file.read_text())
+    # A failed chapter still took its time; a run that never finished has none.
+    assert record["chapter_runs"] == {"scaling": {PORTABLE[0]: 41.3, PORTABLE[1]: 37.5}}
+    scaling = (ROOT / "book" / "scaling.md").read_bytes()
+    assert record["digests"] == {"scaling": hashlib.sha256(scaling).hexdigest()}
+    assert record["portable"] == PORTABLE and record["session_seconds"] > 0
+    seconds = [s for _, s in record["tests"]]
+    assert seconds == sorted(seconds, reverse=True)
+
+
+def test_stale_chapters_are_the_new_and_the_changed() -> None:
+    chapters = notebook_chapters()
+    digests = {path.stem: bench_suite.digest(path) for path in chapters}
+    assert bench_suite.stale_chapters({"digests": digests}) == []
+    changed = {**digests, chapters[0].stem: "0" * 64}
+    del changed[chapters[1].stem]
+    assert bench_suite.stale_chapters({"digests": changed}) == chapters[:2]
+
+
+def test_the_table_puts_the_costliest_first_with_shares() -> None:
+    record = {"chapter_runs": {"a": {PORTABLE[0]: 10.0, PORTABLE[1]: 20.0},
+                               "b": {PORTABLE[0]: 50.0, PORTABLE[1]: 40.0}},
+              "build_execution": {"b": 45.0}}
+    lines = bench_suite.chapter_table(record, {"c": {PORTABLE[0]: 5.0, PORTABLE[1]: 5.0}})
+    rows = [line.split() for line in lines[1:4]]
+    assert [row[0] for row in rows] == ["b", "a", "c"]
+    assert rows[0][1:6] == ["45.0", "50.0", "40.0", "90.0", "69.2%"]
+    assert rows[1][1] == "cached" and "(measured now)" in lines[3]
+    assert lines[4].split()[:5] == ["total", "45.0", "65.0", "65.0", "130.0"]
+
+
+def test_bench_prints_the_slowest_tests_of_the_record(record_file: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    tests = [[f"tests/test_x.py::test_{i}", float(100 - i)] for i in range(40)]
+    digests = {path.stem: bench_suite.digest(path) for path in notebook_chapters()}
+    record_file.write_text(json.dumps({
+        "finished": "2026-11-28 23:00:00", "session_seconds": 1200.0, "cores": 2,
+        "portable": PORTABLE, "tests": tests, "chapter_runs": {"scaling": {
+            PORTABLE[0]: 40.0, PORTABLE[1]: 38.0}},
+        "build_execution": {"scaling": 42.0}, "digests": digests}))
+    assert bench_suite.main(["--no-run"]) == 0
+    out = capsys.readouterr().out
+    assert "20.0 min of pytest, 40 tests" in out
+    assert "test_14\n" in out and "test_15\n" not in out  # the slowest 15 only
+    assert "New or changed" not in out
+    assert "scaling" in out and "42.0" in out
+
+
+def test_without_a_record_bench_says_how_to_make_one(record_file: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    assert bench_suite.main([]) == 0
+    out = capsys.readouterr().out
+    assert "`make test` writes it" in out and "running them now" not in out
