@@ -16,7 +16,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -89,10 +89,39 @@ def run_build(*extra: str) -> subprocess.CompletedProcess[str]:
                           timeout=3600)
 
 
+#: Fixtures that need the built site (or Chromium, which the site's tests share). Tests that
+#: use one run after all the others, which run while the book builds in the background.
+NEEDS_BOOK = {"built_book", "site_url", "browser", "built_pdf"}
+#: The strict build, started with the session when a selected test needs it.
+_book_build: Future | None = None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that need the built book go after the others, and the tests that only collect
+    the background chapter runs go last (each group in its usual order)."""
+    def group(item: pytest.Item) -> int:
+        if getattr(item, "originalname", "") == "test_chapter_runs":
+            return 2
+        return int(bool(NEEDS_BOOK & set(getattr(item, "fixturenames", ()))))
+
+    items.sort(key=group)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start the strict build when the session starts, in a thread that waits for its
+    process, if any selected test needs the built book; ``built_book`` collects it."""
+    global _book_build
+    if any(NEEDS_BOOK & set(getattr(item, "fixturenames", ()))
+           for item in request.session.items):
+        _book_build = ThreadPoolExecutor(max_workers=1).submit(run_build)
+    yield
+
+
 @pytest.fixture(scope="session")
 def built_book() -> Path:
     """The strict build of the whole book (re-uses the execution cache of earlier builds)."""
-    result = run_build()
+    result = _book_build.result() if _book_build is not None else run_build()
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"the strict book build failed:\n{log[-6000:]}"
     _build_seconds.update((name, float(s)) for name, s in EXECUTED.findall(log))
