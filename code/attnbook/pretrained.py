@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import io
@@ -263,24 +264,27 @@ def _smollm2_folder() -> str:
         # One conversion at a time: a process that finds another converting waits for it
         # and reads its folder (the book's build and the test suite's chapter runs start
         # together), rather than spending a minute of CPU on a second copy.
-        with _exclusive(folder + ".lock"):
+        with _exclusive(folder):
             if not os.path.isdir(folder):
                 _convert_smollm2(gguf, folder)
     return folder
 
 
 @contextlib.contextmanager
-def _exclusive(path: str):
-    """Hold an exclusive lock on the file ``path`` (created if missing) while inside.
+def _exclusive(folder: str):
+    """Hold an exclusive lock named after ``folder`` while inside.
 
-    Where ``fcntl`` is missing (Windows), nothing is locked: two processes may then both
-    convert, which costs time but stays correct (see :func:`_convert_smollm2`)."""
+    The lock is a file in the system's temporary folder, so the cache folder holds nothing
+    but whole conversions. Where ``fcntl`` is missing (Windows), nothing is locked: two
+    processes may then both convert, which costs time but stays correct (see
+    :func:`_convert_smollm2`)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    digest = hashlib.sha256(os.path.abspath(folder).encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"attnbook-convert-{digest}.lock")
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
