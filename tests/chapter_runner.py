@@ -42,8 +42,9 @@ from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 #: ``scrambled-clock``: every timer returns random readings (``kernel_startup/scramble.py``),
 #: standing in for a machine so loaded, or so different, that any timing comparison can come
 #: out either way. ``mirrored-clock``: the same random steps in reverse order of size, so
-#: that of two runs, one scrambled and one mirrored, each orders every pair of timings the
-#: other way.
+#: that of two runs, one scrambled and one mirrored, each orders two one-step timings read at
+#: the same points the other way (not always a minimum over rounds, a sum or a median of an
+#: even count; the scrambled run alone is the check the suite has always had).
 #: The startup files are IPython startup files, run in the chapter's kernel before its first
 #: cell.
 #:
@@ -70,6 +71,9 @@ STARTUP = {
 
 def parts(environment: str) -> list[str]:
     """The single environments a (possibly combined) environment is made of."""
+    if not isinstance(environment, str):
+        raise TypeError(f"environment must be a str such as 'one-thread+baseline-cpu', got "
+                        f"{type(environment).__name__}")
     names = environment.split("+")
     unknown = [name for name in names if name not in ENVIRONMENTS]
     if unknown or (len(names) > 1 and "default" in names) or len(set(names)) < len(names):
@@ -78,6 +82,9 @@ def parts(environment: str) -> list[str]:
     clocks = [name for name in names if STARTUP.get(name) == STARTUP["scrambled-clock"]]
     if len(clocks) > 1:
         raise ValueError(f"environment must scramble the clock at most once, got {environment!r}")
+    if {"one-thread", "many-threads"} <= set(names):
+        raise ValueError(f"environment must set the thread count at most once, got "
+                         f"{environment!r}")
     return names
 
 

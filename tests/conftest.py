@@ -16,7 +16,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -89,9 +89,11 @@ def run_build(*extra: str) -> subprocess.CompletedProcess[str]:
                           timeout=3600)
 
 
-#: Fixtures that need the built site (or Chromium, which the site's tests share). Tests that
-#: use one run after all the others, which run while the book builds in the background.
-NEEDS_BOOK = {"built_book", "site_url", "browser", "built_pdf"}
+#: Fixtures that need the built site: a session with a test that uses one starts the build.
+NEEDS_BOOK = {"built_book", "site_url", "built_pdf"}
+#: Tests that use one of these (the site, or Chromium, which the site's tests share) run after
+#: all the others, which run while the book builds in the background.
+GOES_LAST = NEEDS_BOOK | {"browser"}
 #: The strict build, started with the session when a selected test needs it.
 _book_build: Future | None = None
 
@@ -102,7 +104,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def group(item: pytest.Item) -> int:
         if getattr(item, "originalname", "") == "test_chapter_runs":
             return 2
-        return int(bool(NEEDS_BOOK & set(getattr(item, "fixturenames", ()))))
+        return int(bool(GOES_LAST & set(getattr(item, "fixturenames", ()))))
 
     items.sort(key=group)
 
@@ -114,7 +116,16 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
     global _book_build
     if any(NEEDS_BOOK & set(getattr(item, "fixturenames", ()))
            for item in request.session.items):
-        _book_build = ThreadPoolExecutor(max_workers=1).submit(run_build)
+        _book_build = Future()
+
+        def build() -> None:
+            try:
+                _book_build.set_result(run_build())
+            except BaseException as error:  # handed to built_book, which raises it
+                _book_build.set_exception(error)
+
+        # A daemon thread: a session that ends early (-x) does not wait for the build.
+        threading.Thread(target=build, daemon=True, name="book-build").start()
     yield
 
 
@@ -211,7 +222,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def record_suite_cost(futures: dict[tuple[str, str], Future]) -> None:
     """Write what this session measured to ``SUITE_COST``: every test's seconds, each
     chapter's run per environment and its execution in the build, with a digest of each
-    chapter's source (so ``make bench`` can tell which records a later edit made stale)."""
+    chapter's source (so ``make bench`` can tell which records a later edit made stale).
+    Only a session that ran every chapter in every environment to the end writes it."""
+    from chapter_runner import notebook_chapters
+
+    complete = len(futures) == len(PORTABLE) * len(notebook_chapters()) and all(
+        future.done() and not future.cancelled() for future in futures.values())
+    if not complete:  # a -k subset or an early stop: keep the last full record
+        return
     runs: dict[str, dict[str, float]] = defaultdict(dict)
     for (environment, chapter), future in futures.items():
         if future.done() and not future.cancelled() and future.exception() is None:

@@ -2601,3 +2601,22 @@ def test_the_induction_heads_mistakes_differ_from_the_right_answers():
                   ablate_per_sequence, ablate_over_the_batch, ablate_with_zeros,
                   ablate_every_head):
         assert not torch.allclose(wrong(merged, 1, 3), right, atol=1e-3), wrong.__name__
+
+
+def test_a_hint_table_with_a_bad_rule_is_refused_when_built() -> None:
+    from attnbook.checks.harness import error_hints
+
+    for rule in [(ValueError, "text"), (ValueError, None, "hint"), ("ValueError", "", "hint"),
+                 ((ValueError, int), "", "hint")]:
+        with pytest.raises(TypeError, match="rules must be"):
+            error_hints(rule)
+    hint = error_hints((KeyError, "", "first"), ((IndexError, ValueError), "dim", "second"))
+    assert hint(KeyError("x")) == "first" and hint(ValueError("bad dim")) == "second"
+    assert hint(ValueError("other")) is None
+
+
+def test_running_no_cases_is_refused() -> None:
+    from attnbook.checks.harness import Checks
+
+    with pytest.raises(ValueError, match="cases must hold"):
+        Checks("check_x").run_all(lambda: None, [])

@@ -36,18 +36,34 @@ def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_record_holds_each_run_and_each_chapter_digest(record_file: Path) -> None:
     failed: Future = Future()
     failed.set_exception(RuntimeError("the worker died"))
-    futures = {(PORTABLE[0], "scaling"): finished(41.26),
-               (PORTABLE[1], "scaling"): finished(37.5, "a cell failed"),
-               (PORTABLE[0], "notation"): failed}
+    futures = {(env, path.stem): finished(10.0) for env in PORTABLE
+               for path in notebook_chapters()}
+    futures.update({(PORTABLE[0], "scaling"): finished(41.26),
+                    (PORTABLE[1], "scaling"): finished(37.5, "a cell failed"),
+                    (PORTABLE[0], "notation"): failed})
     conftest.record_suite_cost(futures)
     record = json.loads(record_file.read_text())
     # A failed chapter still took its time; a run that never finished has none.
-    assert record["chapter_runs"] == {"scaling": {PORTABLE[0]: 41.3, PORTABLE[1]: 37.5}}
+    assert record["chapter_runs"]["scaling"] == {PORTABLE[0]: 41.3, PORTABLE[1]: 37.5}
+    assert record["chapter_runs"]["notation"] == {PORTABLE[1]: 10.0}
     scaling = (ROOT / "book" / "scaling.md").read_bytes()
-    assert record["digests"] == {"scaling": hashlib.sha256(scaling).hexdigest()}
+    assert record["digests"]["scaling"] == hashlib.sha256(scaling).hexdigest()
+    assert set(record["digests"]) == {path.stem for path in notebook_chapters()}
     assert record["portable"] == PORTABLE and record["session_seconds"] > 0
     seconds = [s for _, s in record["tests"]]
     assert seconds == sorted(seconds, reverse=True)
+
+
+def test_a_partial_session_keeps_the_last_full_record(record_file: Path) -> None:
+    """A -k subset, or a session stopped before its runs ended, writes nothing."""
+    subset = {(PORTABLE[0], "scaling"): finished(41.0)}
+    conftest.record_suite_cost(subset)
+    assert not record_file.exists()
+    unfinished = {(env, path.stem): finished(10.0) for env in PORTABLE
+                  for path in notebook_chapters()}
+    unfinished[(PORTABLE[1], "scaling")] = Future()  # still running
+    conftest.record_suite_cost(unfinished)
+    assert not record_file.exists()
 
 
 def test_stale_chapters_are_the_new_and_the_changed() -> None:

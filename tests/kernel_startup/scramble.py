@@ -7,10 +7,11 @@ other way round; whatever comparison words it glues, it computes from the measur
 
 The steps are drawn from a generator seeded by ``ATTNBOOK_CLOCK_SEED``, so a run can be
 repeated exactly. With ``ATTNBOOK_CLOCK_MIRROR=1`` each step is mirrored, 10**-6 / step: the
-same draws, in reverse order of size. Two runs of a chapter, one plain and one mirrored, then
-see every pair of one-step durations ordered both ways, so a verdict that one of two timings is
-the shorter fails in one of them, whatever the seed (a random pair alone would let it through
-half the time).
+same draws, in reverse order of size. Two runs of a chapter, one plain and one mirrored, that
+read the clock at the same points then see any two one-step durations ordered both ways, so a
+verdict that one of them is the shorter fails in one run, whatever the seed (a random pair alone
+lets it through half the time). A minimum over rounds, a sum of steps or a median of an even
+count is not always reversed; for those the pair of runs is no weaker than one random run.
 """
 
 import os

@@ -96,7 +96,13 @@ class Checks:
 
     def run_all(self, run: Callable[..., None], cases: list[tuple]) -> None:
         """Runs ``run(*arguments)`` as one check per ``(title, *arguments)`` of ``cases``,
-        then says that all passed."""
+        then says that all passed.
+
+        Raises:
+            ValueError: no cases (nothing would be checked).
+        """
+        if not cases:
+            raise ValueError("cases must hold at least one (title, *arguments) tuple")
         for title, *arguments in cases:
             with self.case(title):
                 run(*arguments)
@@ -110,7 +116,21 @@ HintRule = tuple[type[BaseException] | tuple[type[BaseException], ...], str, str
 
 def error_hints(*rules: HintRule) -> Callable[[BaseException], str | None]:
     """An ``error_hint`` for :class:`Checks` from a table: the hint of the first rule whose
-    types the error is an instance of and whose text its message contains, else None."""
+    types the error is an instance of and whose text its message contains, else None.
+
+    Raises:
+        TypeError: a rule that is not ``(type or tuple of types, str, str)``.
+    """
+    for rule in rules:
+        kinds = rule[0] if isinstance(rule, tuple) and rule else None
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if not (isinstance(rule, tuple) and len(rule) == 3
+                and all(isinstance(kind, type) and issubclass(kind, BaseException)
+                        for kind in kinds)
+                and isinstance(rule[1], str) and isinstance(rule[2], str)):
+            raise TypeError(f"rules must be (exception type or types, text, hint) tuples, "
+                            f"got {rule!r}")
+
     def hint(error: BaseException) -> str | None:
         message = str(error)
         for kinds, text, advice in rules:
