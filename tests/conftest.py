@@ -107,6 +107,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return int(bool(GOES_LAST & set(getattr(item, "fixturenames", ()))))
 
     items.sort(key=group)
+    # test_browser reads each page's tabs in all its tests: its tests run page by page.
+    browser_tests = [i for i, item in enumerate(items) if item.path.name == "test_browser.py"]
+    if browser_tests:
+        pages = {page: rank for rank, page in enumerate(toc_pages())}
+
+        def page_rank(item: pytest.Item) -> int:
+            callspec = getattr(item, "callspec", None)
+            return pages[callspec.params["name"]] if callspec and "name" in callspec.params \
+                else -1
+
+        ordered = sorted((items[i] for i in browser_tests), key=page_rank)
+        for i, item in zip(browser_tests, ordered, strict=True):
+            items[i] = item
 
 
 @pytest.fixture(scope="session", autouse=True)

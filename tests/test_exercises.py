@@ -1,10 +1,11 @@
 """The problem set in ``exercises/``: untouched stubs fail readably, reference solutions pass.
 
-Each exercise folder is run the way a reader runs it, ``python -m pytest exercises/<name>``,
-in a subprocess. The reference solutions live in ``tests/exercise_solutions/<name>.py``; to
-check one, the folder is copied to a temporary directory and the copy's ``solution.py`` is
-replaced, so nothing ever writes to a file in ``exercises/``. The two runs of every folder go
-through a small process pool, a couple at a time.
+The whole set is run the way a reader runs all of it, ``python -m pytest exercises``, in a
+subprocess, twice: once with every pristine stub and once with every reference solution
+(``tests/exercise_solutions/<name>.py``). Each run works on a temporary copy of the folders
+whose ``solution.py`` files are replaced, so nothing ever writes to a file in ``exercises/``;
+its JUnit report tells each folder's outcome apart. (``exercises/README.md`` explains why the
+folders' ``solution.py`` files never mix when pytest collects them together.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from xml.etree import ElementTree
 
 import pytest
 import torch
@@ -115,13 +118,40 @@ def stub_messages(name: str, tmp_path: Path) -> list[str]:
     return messages
 
 
-def run_pytest(folder: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest -q <folder>`` as a reader runs it, writing nothing to the folder."""
+@dataclass
+class FolderRun:
+    """One folder's part of a run of the whole set: its tests' outcomes and messages."""
+
+    passed: int
+    failed: int
+    #: Every failure's message and traceback, one after the other.
+    failures: str
+
+
+def run_pytest(copies: Path) -> tuple[int, dict[str, FolderRun]]:
+    """``python -m pytest <copies>`` as a reader runs the set, writing nothing to the folders:
+    the return code and, per folder, what its tests did."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", folder],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    report = copies.with_suffix(".xml")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"--junitxml={report}", copies.name],
+        cwd=copies.parent, env=env, capture_output=True, text=True, timeout=900)
+    assert report.is_file(), f"pytest wrote no report:\n{(result.stdout + result.stderr)[-4000:]}"
+    folders: dict[str, FolderRun] = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        # classname is "<copies>.<folder>.test_<folder>" (pytest's rootdir-relative module)
+        folder = case.get("classname", "").removeprefix(f"{copies.name}.").split(".")[0]
+        run = folders.setdefault(folder, FolderRun(0, 0, ""))
+        problems = [child for child in case if child.tag in ("failure", "error")]
+        if problems:
+            run.failed += 1
+            run.failures += "".join(f"{p.get('message', '')}\n{p.text or ''}\n"
+                                    for p in problems)
+        elif not any(child.tag == "skipped" for child in case):
+            run.passed += 1
+    return result.returncode, folders
 
 
 def file_hash(path: Path) -> str:
@@ -130,23 +160,19 @@ def file_hash(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[dict[tuple[str, str], Future[subprocess.CompletedProcess[str]]]]:
-    """Every folder run twice, concurrently, each time on a temporary copy: with its pristine
-    stub ("stub") and with the reference solution ("solution") as solution.py."""
-    stubs = tmp_path_factory.mktemp("stubs")
-    solutions = tmp_path_factory.mktemp("solutions")
+         ) -> Iterator[dict[str, Future[tuple[int, dict[str, FolderRun]]]]]:
+    """The whole set run twice, concurrently, each time on a temporary copy: with the pristine
+    stubs ("stub") and with the reference solutions ("solution") as solution.py."""
+    base = tmp_path_factory.mktemp("exercise-runs")
+    copies = {"stub": base / "stubs", "solution": base / "solutions"}
     for name in FOLDERS:
-        for copies in (stubs, solutions):
-            shutil.copytree(EXERCISES / name, copies / name,
+        for folder in copies.values():
+            shutil.copytree(EXERCISES / name, folder / name,
                             ignore=shutil.ignore_patterns("__pycache__"))
-        (stubs / name / "solution.py").write_text(pristine_stub(name))
-        shutil.copyfile(SOLUTIONS / f"{name}.py", solutions / name / "solution.py")
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
-        futures = {}
-        for name in FOLDERS:
-            futures[name, "stub"] = pool.submit(run_pytest, name, stubs)
-            futures[name, "solution"] = pool.submit(run_pytest, name, solutions)
-        yield futures
+        (copies["stub"] / name / "solution.py").write_text(pristine_stub(name))
+        shutil.copyfile(SOLUTIONS / f"{name}.py", copies["solution"] / name / "solution.py")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {kind: pool.submit(run_pytest, folder) for kind, folder in copies.items()}
 
 
 def test_one_folder_per_implement_exercise():
@@ -194,18 +220,23 @@ def test_stub_raises_not_implemented(name, tmp_path):
 def test_untouched_stub_fails_with_its_message(name, runs, tmp_path):
     stub = EXERCISES / name / "solution.py"
     before = file_hash(stub)
-    result = runs[name, "stub"].result()
-    log = result.stdout + result.stderr
-    assert result.returncode == 1, f"pytest exercises/{name} on the stub:\n{log[-4000:]}"
+    returncode, folders = runs["stub"].result()
+    assert returncode == 1, f"pytest exercises/ on the stubs returned {returncode}"
+    run = folders.get(name)
+    assert run is not None and run.failed > 0, f"no test of exercises/{name} ran on its stub"
+    assert run.passed == 0, f"{run.passed} tests of exercises/{name} passed on the stub"
+    log = run.failures
     assert f"NotImplementedError: {stub_messages(name, tmp_path)[0]}" in log, log[-4000:]
     assert "ExerciseCheckError" in log and "hint: replace the `raise NotImplementedError" in log
-    assert " passed" not in log.splitlines()[-1], "a test passed on the untouched stub"
     assert file_hash(stub) == before
 
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_reference_solution_passes(name, runs):
-    result = runs[name, "solution"].result()
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, f"pytest on the reference solution of {name}:\n{log[-4000:]}"
-    assert " passed" in log.splitlines()[-1] and "failed" not in log
+    returncode, folders = runs["solution"].result()
+    run = folders.get(name)
+    assert run is not None and run.passed > 0, f"no test of exercises/{name} ran"
+    assert run.failed == 0, f"pytest on the reference solution of {name}:\n{run.failures[-4000:]}"
+    # a failure elsewhere is that folder's test; without one, pytest itself must succeed
+    assert returncode == 0 or any(other.failed for other in folders.values()), (
+        f"pytest exercises/ on the reference solutions returned {returncode}")
