@@ -224,6 +224,31 @@ def test_no_page_is_wider_than_a_phone(views, name: str) -> None:
     assert width <= PHONE + 1, f"{name} is {width} px wide on a {PHONE} px screen"
 
 
+#: Code a reader sees: each cell's code and each listing in the text, in the main column, an
+#: exercise or a solution (not a cell's output, and not a cell folded away behind a toggle).
+SHOWN_CODE = """() => [...document.querySelectorAll("article div.highlight pre")]
+    .filter(pre => pre.checkVisibility() && !pre.closest(".cell_output"))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_shown_code_fits_the_column(views, name: str) -> None:
+    """At 1280 px every shown code block fits its box, in the main column as in an exercise:
+    no line of code hides behind a horizontal scroll bar (a box holds 76 characters)."""
+    tab = views(name).tab
+    wide = tab.evaluate(
+        f"() => ({SHOWN_CODE})().filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
+        ".map(pre => pre.textContent.split('\\n')"
+        ".reduce((a, b) => b.length > a.length ? b : a))")
+    assert tab.evaluate(f"() => ({SHOWN_CODE})().length") > 0 or name in TEXT_ONLY_PAGES, \
+        f"{name}: no code found on the page (has the theme's markup changed?)"
+    assert not wide, f"{name}: {len(wide)} code blocks wider than the column at 1280 px; " \
+        f"their longest lines: {wide}"
+
+
+#: Pages without a single code block.
+TEXT_ONLY_PAGES = {"book/notation", "book/bibliography"}
+
+
 #: Pages that embed the interactive widgets: the explorer or a playground.
 WIDGET_PAGES = ["book/dot-product-similarity", "book/scaling", "book/attention-maps",
                 "book/causal-masks", "book/multi-head-attention", "book/positions",

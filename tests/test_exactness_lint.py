@@ -214,8 +214,10 @@ def test_the_lint_flags_what_it_should() -> None:
 
 #: Tags that take a cell's code off the page or fold it away behind a toggle.
 HIDDEN_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
-#: The longest code line a reader sees; longer ones scroll sideways on the page.
-CODE_COLUMN = 88
+#: The longest code line a reader sees: at 1280 px the theme's code column holds about 77
+#: characters (``test_browser.test_shown_code_fits_the_column`` measures the boxes), and a
+#: longer line hides its end behind a horizontal scroll bar.
+CODE_COLUMN = 76
 
 
 def long_shown_lines(text: str, limit: int = CODE_COLUMN) -> list[tuple[int, int]]:
@@ -241,6 +243,9 @@ def test_the_column_check_sees_a_long_line() -> None:
     assert len(long_line) == 100
     shown = f"Text.\n\n```{{code-cell}} ipython3\nshort = 1\n{long_line}\n```\n"
     assert long_shown_lines(shown) == [(5, 100)]
+    fits, one_more = "y = " + "2" * (CODE_COLUMN - 4), "z = " + "3" * (CODE_COLUMN - 3)
+    edge = f"```{{code-cell}} ipython3\n{fits}\n{one_more}\n```\n"
+    assert long_shown_lines(edge) == [(3, CODE_COLUMN + 1)]
     for options in (":tags: [remove-input]", "---\ntags: [remove-input]\n---"):
         hidden = f"```{{code-cell}} ipython3\n{options}\n{long_line}\n```\n"
         assert long_shown_lines(hidden) == []

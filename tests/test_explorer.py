@@ -624,7 +624,9 @@ SENTENCES = {
 }
 
 
-@pytest.fixture(scope="module")
+# Session-wide: the tests that drive Chromium run after the others (conftest), and a
+# module fixture would be built again for them.
+@pytest.fixture(scope="session")
 def sentences_explorer():
     return explore_sentences(SENTENCES, title="all-MiniLM-L6-v2")
 
@@ -989,7 +991,7 @@ def test_print_fallback_hatches_the_masked_cells():
     assert grey_share(explore(CAUSAL, TOKENS)) < 0.002
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # as sentences_explorer
 def smollm2_explorer():
     return explore_sentences({'river "bank"': RIVER_BANK}, "smollm2", title="SmolLM2-135M")
 

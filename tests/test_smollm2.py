@@ -124,13 +124,14 @@ def test_layer_inputs_are_what_enters_the_attention(smol, hooked):
 
 
 def test_attention_layer_reproduces_every_layer(smol, hooked):
+    """Fed what entered transformers' attention (``layer_inputs`` gives the same, as the
+    test above checks on three layers), each layer's module gives its weights and output."""
     inputs, outputs, weights = hooked
     for layer in range(smol.num_layers):
         module = attention_layer(layer, smol)
         assert isinstance(module, MultiHeadAttention) and module.num_kv_heads == 3
-        x, _ = layer_inputs(TEXT, layer, smol)
         with torch.no_grad():
-            output, got = module(x[None])
+            output, got = module(inputs[layer][None])
         torch.testing.assert_close(got[0], weights[layer], atol=1e-5, rtol=0)
         torch.testing.assert_close(output[0], outputs[layer], atol=1e-4, rtol=0)
 
