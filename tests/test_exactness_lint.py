@@ -214,9 +214,10 @@ def test_the_lint_flags_what_it_should() -> None:
 
 #: Tags that take a cell's code off the page or fold it away behind a toggle.
 HIDDEN_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
-#: The longest code line a reader sees: at 1280 px the theme's code column holds about 77
-#: characters (``test_browser.test_shown_code_fits_the_column`` measures the boxes), and a
-#: longer line hides its end behind a horizontal scroll bar.
+#: The longest code line a reader sees: at 1280 px a code box, in the main column as in an
+#: exercise, holds 76 characters of the theme's 14 px monospace
+#: (``test_browser.test_shown_code_fits_the_column`` measures the boxes); a longer line hides
+#: its end behind a horizontal scroll bar.
 CODE_COLUMN = 76
 
 
