@@ -127,8 +127,12 @@ def views(browser, recorded_site) -> Iterator[Callable[..., View]]:
             tab = context.new_page()
             start = len(log)
             page_url = f"{url}/{name}.html"
-            seen = open_page(tab, page_url)
-            assert tab.evaluate("document.documentElement.dataset.theme") == mode
+            try:
+                seen = open_page(tab, page_url)
+                assert tab.evaluate("document.documentElement.dataset.theme") == mode
+            except BaseException:
+                context.close()
+                raise
             open_views[key] = context, View(tab, page_url, seen, log, start)
         return open_views[key][1]
 

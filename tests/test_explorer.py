@@ -1000,6 +1000,9 @@ def test_smollm2_sentence_is_causal_and_fits_the_budget(smollm2_explorer, record
     explorer = smollm2_explorer
     layers, heads, n, _ = explorer.shape
     assert (layers, heads) == (30, 9) and 12 <= n <= 20
+    # labels are words: no byte-level "Ġ" (a leading space) reaches the widget
+    assert explorer.tokens[:3] == ["The", "river", "bank"]
+    assert not any("Ġ" in token for token in explorer.tokens), explorer.tokens
     assert explorer.causal and explorer.compact and explorer.contributions is None
     assert not np.triu(explorer.weights, k=1).any()  # exact: the model's mask writes 0
     fragment = explorer.to_html()

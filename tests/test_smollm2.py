@@ -20,6 +20,7 @@ from attnbook.pretrained import (
     layer_inputs,
     load_decoder,
     load_model,
+    readable_tokens,
     reference_model,
 )
 
@@ -114,6 +115,29 @@ def test_attention_maps_are_causal_rows_of_weights(smol):
     assert weights.shape == (30, 9, n, n) and tokens[:3] == ["The", "Ġriver", "Ġbank"]
     assert bool((weights.triu(1) == 0).all())  # exact: the mask zeroes them
     torch.testing.assert_close(weights.sum(-1), torch.ones(30, 9, n), atol=1e-5, rtol=0)
+
+
+def test_readable_tokens_decode_the_byte_level_marks(smol):
+    """SmolLM2 spells a leading space "Ġ", a line break "Ċ" and UTF-8 bytes as letters; the
+    labels are the words a reader wrote, and white space stays visible."""
+    _, tokens = encode("The river bank\n\n was  muddy, café.", smol)
+    assert tokens == ["The", "Ġriver", "Ġbank", "ĊĊ", "Ġwas", "Ġ", "Ġmuddy", ",", "ĠcafÃ©", "."]
+    assert readable_tokens(tokens, smol) == [
+        "The", "river", "bank", "\u23ce", "was", "\u2423", "muddy", ",", "café", "."]
+    assert readable_tokens([], smol) == []
+    with pytest.raises(ValueError, match="smollm2's vocabulary"):
+        readable_tokens(["Ġbank", "no-such-token-xyzzy"], smol)
+    for bad in ("Ġbank", ["Ġbank", 5], None):
+        with pytest.raises(TypeError, match="tokens must be a sequence of strings"):
+            readable_tokens(bad, smol)
+
+
+def test_readable_tokens_leave_wordpiece_as_it_is():
+    """MiniLM's "##" marks where a word goes on; the book reads them, so they stay."""
+    minilm = load_model("minilm")
+    _, tokens = encode("bankroll fintech", minilm)
+    assert "##roll" in tokens
+    assert readable_tokens(tokens, minilm) == tokens
 
 
 def test_layer_inputs_are_what_enters_the_attention(smol, hooked):

@@ -552,7 +552,7 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
                         f"{type(sentences).__name__}")
     if not sentences:
         raise ValueError("sentences must hold at least one sentence, got an empty mapping")
-    from attnbook.pretrained import attention_maps, resolve_model
+    from attnbook.pretrained import attention_maps, readable_tokens, resolve_model
 
     loaded = resolve_model(model)
     if contributions is None:
@@ -568,7 +568,8 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
             (weights, tokens), norms = attention_maps(text, loaded), None
         layers, heads = weights.shape[:2]
         explorers.append(AttentionExplorer(
-            weights, tokens, layer_names=[f"layer {i}" for i in range(layers)],
+            weights, readable_tokens(tokens, loaded),
+            layer_names=[f"layer {i}" for i in range(layers)],
             head_names=[f"head {i}" for i in range(heads)], title=title,
             contributions=norms, label=label, causal=loaded.is_causal, compact=True))
     first = explorers[0]

@@ -34,6 +34,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "model_cache_dir",
     "nearest_rows",
     "nearest_tokens",
+    "readable_tokens",
     "reference_model",
     "resolve_model",
     "token_embeddings",
@@ -566,6 +568,44 @@ def attention_maps(text: str, model: PretrainedModel | str | None = None
     """
     weights, _, tokens = _run(text, model)
     return weights.float(), tokens
+
+
+#: How a token made only of white space is labelled, so that it stays visible.
+_BLANK_LABELS = {"\n": "\u23ce", "\t": "\u21e5", " ": "\u2423"}  # return, tab, open box
+
+
+def readable_tokens(tokens: Sequence[str], model: PretrainedModel | str | None = None
+                    ) -> list[str]:
+    """Labels for ``tokens`` as a reader writes them, for plots and widgets.
+
+    A byte-level tokenizer (SmolLM2's, GPT-2's: the decoders this package loads) spells a
+    leading space "Ġ" and a line break "Ċ" inside its tokens; each token is decoded on its own
+    and trimmed, so "Ġbank" reads "bank", and a token of white space only shows as "␣"
+    (spaces), "⏎" (line breaks) or "⇥" (tabs). A WordPiece tokenizer's tokens (MiniLM's) come
+    back unchanged: their "##" says that a word goes on, which the book reads.
+
+    Raises:
+        TypeError: for ``tokens`` that is not a sequence of strings.
+        ValueError: for a token the model's vocabulary does not hold.
+    """
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(
+            isinstance(token, str) for token in tokens):
+        raise TypeError(f"tokens must be a sequence of strings (as encode returns), got "
+                        f"{type(tokens).__name__}")
+    loaded = resolve_model(model)
+    if not loaded.is_causal:
+        return list(tokens)
+    labels = []
+    for token in tokens:
+        index = loaded.tokenizer.convert_tokens_to_ids(token)
+        if index is None:
+            raise ValueError(f"tokens must come from {loaded.name}'s vocabulary; "
+                             f"{token!r} is not in it")
+        text = loaded.tokenizer.decode([index])
+        blank = next((label for char, label in _BLANK_LABELS.items() if char in text),
+                     _BLANK_LABELS[" "])
+        labels.append(text.strip() or blank)
+    return labels
 
 
 def long_text() -> str:
