@@ -543,7 +543,8 @@ def explore_sentences(sentences: Mapping[str, str], model: object = None, *,
 
     Returns:
         An :class:`AttentionExplorer` of the first sentence whose ``others`` hold the rest,
-        causal when the model is (``PretrainedModel.is_causal``: SmolLM2, GPT-2).
+        causal when the model is (``PretrainedModel.is_causal``: SmolLM2, GPT-2), its
+        tokens labelled as words (:func:`~attnbook.pretrained.readable_tokens`).
         Its numbers travel as bytes (``1/255`` steps) to keep the page small;
         :meth:`AttentionExplorer.shipped` gives them as shipped.
     """
