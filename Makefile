@@ -70,6 +70,8 @@ pdf: $(INSTALLED) tex
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going || exit 1; \
 	mkdir -p $(BUILD)/html && cp $(BUILD)/latex/$(PDF_NAME) $(BUILD)/html/$(PDF_NAME) && \
+	if [ -f $(BUILD)/html/book/intro.html ]; then \
+		$(BIN)/python book/_ext/attnbook_sphinx.py $(BUILD)/html || exit 1; fi && \
 	echo && echo "The PDF is built in $$(( $$(date +%s) - start )) s:" \
 	     "$(abspath $(BUILD))/latex/$(PDF_NAME) (also $(BUILD)/html/$(PDF_NAME))"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -88,6 +89,10 @@ def built_pdf(built_book: Path, record_testsuite_property) -> Path:
     pdf = LATEX / PDF_NAME
     assert pdf.is_file(), f"no {PDF_NAME} in {LATEX}:\n{log[-3000:]}"
     shutil.copyfile(pdf, HTML / PDF_NAME)
+    # As make pdf does: the front page's line becomes a link now that the PDF is there.
+    switch = subprocess.run([sys.executable, str(ROOT / "book" / "_ext" / "attnbook_sphinx.py"),
+                             str(HTML)], capture_output=True, text=True)
+    assert switch.returncode == 0 and "links to" in switch.stdout, switch.stdout + switch.stderr
     record_testsuite_property("pdf_build_seconds", round(seconds, 1))
     print(f"\nthe PDF edition built in {seconds:.0f} s")
     return pdf
@@ -292,3 +297,13 @@ def test_site_offers_the_pdf_from_the_front_page(built_pdf: Path) -> None:
     for href in links:
         target = (HTML / "book" / urlsplit(href).path).resolve()
         assert target == site_copy.resolve(), f"the front page links to {href}"
+
+
+def test_the_pdf_states_its_licences_and_edition(pdf_text: str) -> None:
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    # Hyphenation may break a word at a line end: compare with the hyphens taken out.
+    text = re.sub(r"(\w)- (\w)", r"\1\2", normalise(pdf_text))
+    assert "CC BY 4.0" in text and "MIT licence" in text
+    assert f"This is edition {version}." in text

@@ -175,3 +175,17 @@ def test_a_warning_build_is_read_again_next_time(tmp_path: Path, broken: bool) -
         assert (result.returncode != 0) == broken, log[-3000:]
         assert environment.exists() != broken, log[-3000:]
     assert ("nowhere" in log) == broken
+
+
+def test_front_page_links_to_the_pdf_only_when_it_is_there(tmp_path: Path) -> None:
+    page = tmp_path / "book" / "intro.html"
+    page.parent.mkdir()
+    page.write_text(f"<p>In print: {attnbook_sphinx.PDF_LINK}.</p>", encoding="utf-8")
+    assert attnbook_sphinx.point_pdf_link(tmp_path) is False
+    assert attnbook_sphinx.PDF_ABSENT in page.read_text() and "href" not in page.read_text()
+    (tmp_path / attnbook_sphinx.PDF_NAME).write_bytes(b"%PDF-1.7")
+    assert attnbook_sphinx.point_pdf_link(tmp_path) is True
+    assert page.read_text() == f"<p>In print: {attnbook_sphinx.PDF_LINK}.</p>"
+    page.write_text("<p>In print: a link in a new form.</p>", encoding="utf-8")
+    with pytest.raises(ValueError, match="update PDF_LINK"):
+        attnbook_sphinx.point_pdf_link(tmp_path)

@@ -31,6 +31,9 @@ post-transform :class:`DropEmptySectionsInPrint`
     nothing from another host (``HF_HUB_OFFLINE=1`` in every kernel, set in :func:`setup`,
     keeps the build itself offline too).
 
+    :func:`link_pdf_when_built`: the front page links to the PDF edition only when the PDF
+    is in the site; ``make pdf`` calls :func:`point_pdf_link` again after copying it there.
+
     :func:`forget_failed_build`: after a build that failed or warned, the next build reads
     every page again (:class:`WarningCounter` counts the warnings).
 """
@@ -44,6 +47,7 @@ import logging as std_logging
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from docutils import nodes
@@ -163,6 +167,42 @@ def copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
     unused = ("svg", "*svg*.js", "mml-*.js", "*-full*.js", "node-main.js", "mathmaps")
     shutil.copytree(mathjax_source(), target, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns(*unused))
+
+
+#: The PDF edition, as ``make pdf`` names it in the site, and the front page's two forms of
+#: the line that offers it: a link when the file is there, a note when it is not (a
+#: ``make book`` build without ``make pdf``), so a reader never follows a link to a 404.
+PDF_NAME = "attention-computed.pdf"
+PDF_LINK = f'<a href="../{PDF_NAME}" download>download {PDF_NAME}</a>'
+PDF_ABSENT = (f'<span class="attnbook-pdf-absent">{PDF_NAME} is not in this build'
+              " (<code>make pdf</code> adds it)</span>")
+
+
+def point_pdf_link(site: Path) -> bool:
+    """Make the front page's PDF line a link if the PDF is in ``site``, else a note.
+
+    Returns whether the line is a link. Raises ``ValueError`` if the front page has neither
+    form (its markup changed, and this would silently stop working).
+    """
+    page = Path(site) / "book" / "intro.html"
+    html = page.read_text(encoding="utf-8")
+    if PDF_LINK not in html and PDF_ABSENT not in html:
+        raise ValueError(f"{page} has no line offering {PDF_NAME}; update PDF_LINK")
+    live = (Path(site) / PDF_NAME).is_file()
+    wanted = html.replace(PDF_ABSENT, PDF_LINK) if live else html.replace(PDF_LINK, PDF_ABSENT)
+    if wanted != html:
+        page.write_text(wanted, encoding="utf-8")
+    return live
+
+
+def link_pdf_when_built(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.name != "html":
+        return
+    if (Path(app.outdir) / "book" / "intro.html").is_file():
+        try:
+            point_pdf_link(Path(app.outdir))
+        except ValueError as error:
+            logger.warning(str(error))
 
 
 def offer_executed_notebook(app: Sphinx, pagename: str, templatename: str,
@@ -312,8 +352,17 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("html-page-context", fix_citation_list_role)
     app.connect("html-page-context", name_cell_toggles_by_their_text)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", link_pdf_when_built)
     app.add_post_transform(DropEmptySectionsInPrint)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
     app.connect("build-finished", functools.partial(forget_failed_build, warnings=warnings))
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    # ``python attnbook_sphinx.py SITE``: what ``make pdf`` runs after copying the PDF in.
+    if len(sys.argv) != 2:
+        sys.exit("usage: python attnbook_sphinx.py BUILT_HTML_DIRECTORY")
+    state = "links to" if point_pdf_link(Path(sys.argv[1])) else "has a note instead of"
+    print(f"The front page {state} the PDF edition.")
