@@ -234,16 +234,6 @@ OFF_PATH_SECTION = re.compile(r"going deeper|exercises|summary|references", re.I
 OFF_PATH_CLASSES = {"cell", "highlight", "dropdown", "sd-dropdown", "toggle", "toggle-hidden",
                     "solution"}
 PROSE_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-#: The chapters not yet written to the one-sitting rules, and the issue that will do it.
-NOT_YET_ONE_SITTING = {
-    "book/training-attention": "issue 37",
-    "book/efficient-attention": "issue 37",
-    "book/positions": "issue 37",
-    "book/language-model": "issue 37",
-    "book/induction-heads": "issue 37",
-}
-
-
 def off_main_path(tag) -> bool:
     for node in [tag, *tag.parents]:
         if node.name in ("details", "pre", "code") and node is not tag:
@@ -305,18 +295,11 @@ def one_sitting_faults(page: str) -> list[str]:
     return faults
 
 
-@pytest.mark.parametrize("page", [p for p in chapter_pages() if p not in NOT_YET_ONE_SITTING])
+@pytest.mark.parametrize("page", chapter_pages())
 def test_chapter_main_path_fits_one_sitting(built_book: Path, page: str) -> None:
     """At most 2,200 words to read before the summary, a recap with content, a takeaway
     opening every section, and a Going deeper section for what left the main path."""
     assert not one_sitting_faults(page), f"{page}: {one_sitting_faults(page)}"
-
-
-def test_not_yet_one_sitting_lists_only_chapters_that_fail(built_book: Path) -> None:
-    """The list of chapters still to rewrite shrinks: a chapter that now passes leaves it."""
-    assert set(NOT_YET_ONE_SITTING) <= set(chapter_pages())
-    passing = [page for page in NOT_YET_ONE_SITTING if not one_sitting_faults(page)]
-    assert not passing, f"these chapters pass now; take them off NOT_YET_ONE_SITTING: {passing}"
 
 
 def test_main_path_count_leaves_out_what_a_reader_may_skip(built_book: Path) -> None:
