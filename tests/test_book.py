@@ -355,6 +355,10 @@ def test_every_page_states_its_edition_and_licences(built_book: Path, page: str)
     if page == "book/intro":
         body = " ".join(soup(page).select_one("main article").get_text(" ").split())
         assert f"This is edition {edition()}." in body and "LICENSE-CONTENT" in body
+    if page == "book/changes":
+        headings = [" ".join(h.get_text(" ").split()) for h in soup(page).select("main h2")]
+        assert any(f"Edition {edition()}" in h for h in headings), \
+            f"the changes page has no section for edition {edition()}: {headings}"
 
 def test_no_build_machine_path_in_the_site(built_book: Path) -> None:
     """Pages and downloadable notebooks never print where the book was built."""

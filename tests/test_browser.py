@@ -250,7 +250,7 @@ def test_shown_code_fits_the_column(views, name: str) -> None:
 
 
 #: Pages without a single code block.
-TEXT_ONLY_PAGES = {"book/notation", "book/bibliography"}
+TEXT_ONLY_PAGES = {"book/notation", "book/changes", "book/bibliography"}
 
 
 #: Pages that embed the interactive widgets: the explorer or a playground.

@@ -52,9 +52,10 @@ _EMPTY_ROW_HINT = (
     "0, and not a large negative number such as -1e30) and let `max(m, z)` keep it there."
 )
 _GUARD_HINT = (
-    "a row that begins with -inf (a masked key, as in left padding) has m = -inf until its "
-    "first real score, and then `row_sum * exp(m - m_new)` is 0 · exp(-inf + inf) = 0 · nan "
-    "= nan. Guard it as step 2.2 of the chapter's algorithm does: shift by 0 while m_new is "
+    "a row that begins with -inf (a masked key, as in left padding) reads its first scores "
+    "while m_new is still -inf, so `exp(m - m_new)` and `exp(z - m_new)` are "
+    "exp(-inf + inf) = exp(nan) = nan, and row_sum stays nan from then on. "
+    "Guard it as step 2.2 of the chapter's algorithm does: shift by 0 while m_new is "
     "-inf (`shift = m_new if m_new > float('-inf') else 0.0`), or skip the scores that are "
     "-inf (`if z == float('-inf'): continue`). A row of only -inf then ends with m = -inf "
     "and row_sum = 0."
