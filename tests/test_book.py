@@ -224,7 +224,6 @@ def test_reading_load_counts_what_a_reader_sees(built_book: Path) -> None:
     assert reading_load(page)[0] <= shown - hidden
 
 
-
 #: The main path, what a student must read in one sitting (about an hour): prose words outside
 #: code, outputs, folded boxes, and the sections a reader may leave for later.
 MAIN_PATH_WORDS = 2200
@@ -233,7 +232,11 @@ OFF_PATH_SECTION = re.compile(r"going deeper|exercises|summary|references", re.I
 #: What is read only on a click, or is not prose.
 OFF_PATH_CLASSES = {"cell", "highlight", "dropdown", "sd-dropdown", "toggle", "toggle-hidden",
                     "solution"}
+#: A word of prose, as ``../shared/tools/main_path.py`` counts it: numbers are not words here
+#: (``WORD`` above counts them, for the whole page's load).
 PROSE_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+
+
 def off_main_path(tag) -> bool:
     for node in [tag, *tag.parents]:
         if node.name in ("details", "pre", "code") and node is not tag:
@@ -275,8 +278,8 @@ def main_path(page: str) -> dict:
         text = " ".join(paragraph.get_text(" ").split())
         if re.search(r"needs from earlier chapters|need before you start", text):
             items = paragraph.find_next_sibling("ul")
-            recap = [len(PROSE_WORD.findall(li.get_text(" "))) for li in items.find_all(
-                "li", recursive=False)] if items is not None else []
+            bullets = items.find_all("li", recursive=False) if items is not None else []
+            recap = [len(PROSE_WORD.findall(li.get_text(" "))) for li in bullets]
     return {"words": words, "sections": sections, "no_takeaway": missing, "recap": recap}
 
 
@@ -318,7 +321,6 @@ def test_main_path_count_leaves_out_what_a_reader_may_skip(built_book: Path) -> 
     assert unfolded > 0 and main_path_words(article) == path["words"] + unfolded
 
 
-
 def test_front_page_links_to_the_pdf_exactly_when_the_site_has_it(built_book: Path) -> None:
     """A build without ``make pdf`` shows a note, not a link that would answer 404."""
     intro = (HTML / "book" / "intro.html").read_text(encoding="utf-8")
@@ -327,22 +329,24 @@ def test_front_page_links_to_the_pdf_exactly_when_the_site_has_it(built_book: Pa
     assert (attnbook_sphinx.PDF_ABSENT in intro) != has_pdf
 
 
-def edition() -> str:
-    """The book's edition is the package's version, as pyproject.toml declares it."""
+def project() -> dict:
+    """pyproject.toml's ``[project]`` table."""
     import tomllib
 
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def edition() -> str:
+    """The book's edition is the package's version."""
+    return project()["version"]
 
 
 def test_licence_files_say_what_the_book_says() -> None:
-    import tomllib
-
     code_licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
     content_licence = (ROOT / "LICENSE-CONTENT").read_text(encoding="utf-8")
     assert code_licence.startswith("MIT License")
     assert "Creative Commons Attribution 4.0 International Public License" in content_licence
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["license"] == {"text": "MIT"}
+    assert project()["license"] == {"text": "MIT"}
 
 
 @pytest.mark.parametrize("page", PAGES)
