@@ -91,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Its {SLOWEST} slowest tests (seconds, set-up and tear-down included):")
         for node, seconds in record["tests"][:SLOWEST]:
             print(f"  {seconds:7.1f}  {node}")
+        timeline = record.get("timeline", {})
+        if {"build", "runs"} <= set(timeline):
+            print(f"The strict build ended {timeline['build']:.0f} s into the session, the "
+                  f"last chapter run {timeline['runs']:.0f} s in, the session "
+                  f"{record['session_seconds']:.0f} s in.")
     # With no record at all, every chapter is "new": running them all here would take as long
     # as the test suite's chapter runs, so that is left to `make test`.
     stale = stale_chapters(record) if record else []
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"New or changed since the record, running them now: {names}", flush=True)
             fresh = run_now(stale)
     print("Chapter runs (seconds): the strict build, then each portability environment "
-          "(run in the background, two at a time)")
+          "(run in the background, one at a time during the build, two after it)")
     for line in chapter_table(record, fresh):
         print("  " + line)
     return 0

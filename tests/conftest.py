@@ -44,6 +44,9 @@ EXECUTED = re.compile(r"book/([\w-]+)\.md: Executed notebook in ([\d.]+) seconds
 _test_seconds: dict[str, float] = defaultdict(float)
 _build_seconds: dict[str, float] = {}
 _session_start = time.time()
+#: Seconds from the session's start to the end of the strict build ("build") and of the last
+#: chapter run ("runs"): where the two overlap, and what is left alone at the end.
+_timeline: dict[str, float] = {}
 
 #: Flags that keep headless Chromium quiet on a machine with no network.
 CHROMIUM_ARGS = [
@@ -133,9 +136,13 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
 
         def build() -> None:
             try:
-                _book_build.set_result(run_build())
+                result = run_build()
             except BaseException as error:  # handed to built_book, which raises it
+                _timeline["build"] = round(time.time() - _session_start, 1)
                 _book_build.set_exception(error)
+                return
+            _timeline["build"] = round(time.time() - _session_start, 1)
+            _book_build.set_result(result)
 
         # A daemon thread: a session that ends early (-x) does not wait for the build.
         threading.Thread(target=build, daemon=True, name="book-build").start()
@@ -198,16 +205,76 @@ PORTABLE = ["one-thread+baseline-cpu+scrambled-clock", "many-threads+mirrored-cl
 #: How much lower the background runs' priority is than the session's (``nice``): the build
 #: and the browser tests come first, the chapter runs take the time they leave idle.
 BACKGROUND_NICENESS = 10
+#: Chapter runs at once while the strict build runs, and after it. During the build the
+#: session's own tests and the build keep both cores busy; after it, the site's tests (the
+#: browser, the PDF) use about one, and a second run takes the other. Two runs during the
+#: build would finish with it and leave that core idle to the end.
+RUNS_DURING_BUILD, RUNS_AFTER_BUILD = 1, 2
+
+
+class PacedRuns:
+    """Jobs handed to a process pool in order, at most ``width`` of them running at a time;
+    :meth:`widen` lets one more run at once. ``futures`` maps each job's key to a future of
+    its outcome, and ``finished`` to its end, in seconds since the session started."""
+
+    def __init__(self, pool, jobs: list[tuple[object, object, tuple]], width: int) -> None:
+        if width < 1:
+            raise ValueError(f"width must be at least 1, got {width}")
+        self.futures: dict[object, Future] = {key: Future() for key, _, _ in jobs}
+        self.finished: dict[object, float] = {}
+        self.most_at_once = 0
+        self._running = 0
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(width)
+        self._stopped = False
+        threading.Thread(target=self._feed, args=(pool, jobs), daemon=True,
+                         name="paced-runs").start()
+
+    def widen(self) -> None:
+        self._slots.release()
+
+    def stop(self) -> None:
+        """Hand out no more jobs (the ones already running finish)."""
+        self._stopped = True
+        self._slots.release()
+
+    def _feed(self, pool, jobs: list[tuple[object, object, tuple]]) -> None:
+        for key, work, args in jobs:
+            self._slots.acquire()
+            if self._stopped:
+                return
+            with self._lock:
+                self._running += 1
+                self.most_at_once = max(self.most_at_once, self._running)
+            try:
+                job = pool.submit(work, *args)
+            except RuntimeError:  # the pool was shut down: the session is over
+                return
+            job.add_done_callback(functools.partial(self._done, key))
+
+    def _done(self, key: object, job: Future) -> None:
+        with self._lock:
+            self._running -= 1
+        self.finished[key] = round(time.time() - _session_start, 1)
+        future = self.futures[key]
+        if job.cancelled():
+            future.cancel()
+        elif job.exception() is not None:
+            future.set_exception(job.exception())
+        else:
+            future.set_result(job.result())
+        self._slots.release()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def chapter_runs(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str], Future]]:
+def chapter_runs(request: pytest.FixtureRequest, book_build_in_background: None
+                 ) -> Iterator[dict[tuple[str, str], Future]]:
     """The portability runs of every selected ``test_chapter_runs``, started with the session.
 
-    They run two at a time in fresh processes at a lower priority, the longest chapters first,
-    while the session builds the book and drives the browser: the tests in
-    ``test_portability`` only wait for their outcomes. Nothing starts when no chapter run is
-    selected (``make test-fast``).
+    They run in fresh processes at a lower priority, the longest chapters first, one at a
+    time while the book builds and two at a time after (``RUNS_DURING_BUILD``), beside the
+    browser and PDF tests: the tests in ``test_portability`` only wait for their outcomes.
+    Nothing starts when no chapter run is selected (``make test-fast``).
     """
     wanted = [(item.callspec.params["environment"], item.callspec.params["chapter"])
               for item in request.session.items
@@ -219,13 +286,21 @@ def chapter_runs(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, str
 
     wanted.sort(key=lambda combo: -combo[1].stat().st_size)
     # spawn, not fork: the session may already hold threads (the site server, Playwright).
-    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+    pool = ProcessPoolExecutor(max_workers=RUNS_AFTER_BUILD,
+                               mp_context=multiprocessing.get_context("spawn"),
                                initializer=os.nice, initargs=(BACKGROUND_NICENESS,))
-    futures = {(env, chapter.stem): pool.submit(outcome, chapter, env)
-               for env, chapter in wanted}
-    yield futures
+    jobs = [((env, chapter.stem), outcome, (chapter, env)) for env, chapter in wanted]
+    building = _book_build is not None and not _book_build.done()
+    runs = PacedRuns(pool, jobs, RUNS_DURING_BUILD if building else RUNS_AFTER_BUILD)
+    if building:
+        for _ in range(RUNS_AFTER_BUILD - RUNS_DURING_BUILD):
+            _book_build.add_done_callback(lambda _: runs.widen())
+    yield runs.futures
+    runs.stop()
     pool.shutdown(cancel_futures=True)
-    record_suite_cost(futures)
+    if runs.finished:
+        _timeline["runs"] = max(runs.finished.values())
+    record_suite_cost(runs.futures)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -258,6 +333,7 @@ def record_suite_cost(futures: dict[tuple[str, str], Future]) -> None:
                         key=lambda item: -item[1]),
         "chapter_runs": runs,
         "build_execution": _build_seconds,
+        "timeline": dict(_timeline),
         "digests": {name: digest for name, digest in digests.items() if name in runs},
     }
     BUILD.mkdir(exist_ok=True)

@@ -13,10 +13,26 @@ PARTS = ("**The bug.**", "**The symptom.**", "**The fix.**", "**The test.**")
 TEST_ID = re.compile(r"`(tests/test_\w+\.py)::(test_\w+)`")
 
 
+#: The summary at the top: one table row per bug, linking to its section.
+SUMMARY = "At a glance"
+LABEL = re.compile(r"^\(([\w-]+)\)=\n## (.+)$", flags=re.M)
+
+
 def sections(text: str) -> dict[str, str]:
-    """Each ``## `` section's title and its text up to the next one."""
+    """Each bug's ``## `` section: its title and its text up to the next one (the summary
+    table's section left out)."""
     pieces = re.split(r"^## (.+)$", text, flags=re.M)
-    return dict(zip(pieces[1::2], pieces[2::2], strict=True))
+    found = dict(zip(pieces[1::2], pieces[2::2], strict=True))
+    found.pop(SUMMARY, None)
+    return found
+
+
+def summary_links(text: str) -> list[str]:
+    """The section labels that the summary table's rows link to, in order."""
+    table = re.split(r"^## (.+)$", text, flags=re.M)
+    body = table[table.index(SUMMARY) + 1]
+    return [re.search(r"<([\w-]+)>`", row).group(1) for row in body.splitlines()
+            if row.startswith("| {ref}")]
 
 
 def defined_tests(path: Path) -> set[str]:
@@ -47,3 +63,22 @@ def test_the_checks_see_a_missing_part_and_a_missing_test():
     assert not TEST_ID.findall("**The test.** `tests/test_masks.py:test_x`")
     assert "test_causal_mask_is_its_definition" in defined_tests(ROOT / "tests/test_masks.py")
     assert "test_no_such_test" not in defined_tests(ROOT / "tests/test_masks.py")
+
+
+def test_the_summary_table_links_every_section_once_in_page_order():
+    text = GALLERY.read_text()
+    labelled = {title: label for label, title in LABEL.findall(text)}
+    assert set(sections(text)) <= set(labelled), "every bug section needs a (label)="
+    in_order = [labelled[title] for title in sections(text)]
+    assert summary_links(text) == in_order
+    rows = [row for row in text.split(f"## {SUMMARY}", 1)[1].split("\n## ", 1)[0].splitlines()
+            if row.startswith("| {ref}")]
+    assert all(row.count(" | ") == 2 and row.endswith(" |") for row in rows), rows
+
+
+def test_the_summary_check_sees_a_missing_row():
+    text = GALLERY.read_text()
+    first_row = next(row for row in text.splitlines() if row.startswith("| {ref}"))
+    shortened = text.replace(first_row + "\n", "")
+    labelled = {title: label for label, title in LABEL.findall(shortened)}
+    assert summary_links(shortened) != [labelled[title] for title in sections(shortened)]

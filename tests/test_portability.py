@@ -10,9 +10,9 @@ one of them, and the failure names the chapter, the cell (with its line) and the
 ``test_planted_fragility_is_caught`` plants such chapters and shows that the two runs reject
 each one.
 
-The runs start when the session does (``conftest.chapter_runs``), two at a time in fresh
-processes at a lower priority, beside the book build and the browser and PDF tests, so that
-their time overlaps; the tests here only collect the outcomes.
+The runs start when the session does (``conftest.chapter_runs``), in fresh processes at a
+lower priority, one at a time beside the book build and two at a time beside the browser and
+PDF tests after it, so that their time overlaps; the tests here only collect the outcomes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from concurrent.futures import Future
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import conftest
@@ -50,6 +52,7 @@ def test_the_record_holds_each_run_and_each_chapter_digest(record_file: Path) ->
     assert record["digests"]["scaling"] == hashlib.sha256(scaling).hexdigest()
     assert set(record["digests"]) == {path.stem for path in notebook_chapters()}
     assert record["portable"] == PORTABLE and record["session_seconds"] > 0
+    assert isinstance(record["timeline"], dict)
     seconds = [s for _, s in record["tests"]]
     assert seconds == sorted(seconds, reverse=True)
 
@@ -95,10 +98,12 @@ def test_bench_prints_the_slowest_tests_of_the_record(record_file: Path,
         "finished": "2026-11-28 23:00:00", "session_seconds": 1200.0, "cores": 2,
         "portable": PORTABLE, "tests": tests, "chapter_runs": {"scaling": {
             PORTABLE[0]: 40.0, PORTABLE[1]: 38.0}},
-        "build_execution": {"scaling": 42.0}, "digests": digests}))
+        "build_execution": {"scaling": 42.0}, "digests": digests,
+        "timeline": {"build": 700.4, "runs": 1150.6}}))
     assert bench_suite.main(["--no-run"]) == 0
     out = capsys.readouterr().out
     assert "20.0 min of pytest, 40 tests" in out
+    assert "build ended 700 s into the session, the last chapter run 1151 s in" in out
     assert "test_14\n" in out and "test_15\n" not in out  # the slowest 15 only
     assert "New or changed" not in out
     assert "scaling" in out and "42.0" in out
@@ -109,3 +114,53 @@ def test_without_a_record_bench_says_how_to_make_one(record_file: Path,
     assert bench_suite.main([]) == 0
     out = capsys.readouterr().out
     assert "`make test` writes it" in out and "running them now" not in out
+
+
+def wait_until(condition, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_paced_runs_keep_to_their_width_until_widened() -> None:
+    """One run at a time while the build runs, two after it: no more, and every outcome (a
+    result or an exception) reaches its future."""
+    release = threading.Event()
+
+    def job(value: int) -> int:
+        release.wait(30)
+        if value == 3:
+            raise ValueError("the chapter failed")
+        return value * 10
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = conftest.PacedRuns(pool, [(f"job{i}", job, (i,)) for i in range(5)], width=1)
+        assert wait_until(lambda: runs._running == 1)
+        time.sleep(0.2)  # time enough to hand out a second job, if it were allowed
+        assert runs._running == 1 and runs.most_at_once == 1
+        runs.widen()
+        assert wait_until(lambda: runs._running == 2)
+        release.set()
+        assert wait_until(lambda: all(f.done() for f in runs.futures.values()))
+    assert runs.most_at_once == 2
+    assert [runs.futures[f"job{i}"].result() for i in (0, 1, 2, 4)] == [0, 10, 20, 40]
+    with pytest.raises(ValueError, match="the chapter failed"):
+        runs.futures["job3"].result()
+    assert set(runs.finished) == set(runs.futures)
+
+
+def test_paced_runs_stop_handing_out_jobs() -> None:
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = conftest.PacedRuns(pool, [(i, release.wait, (30,)) for i in range(3)], width=1)
+        assert wait_until(lambda: runs._running == 1)
+        runs.stop()
+        release.set()
+        assert wait_until(lambda: runs.futures[0].done())
+        time.sleep(0.2)  # a job handed out after stop would be running by now
+    assert not runs.futures[1].done() and not runs.futures[2].done()
+    with pytest.raises(ValueError, match="width must be at least 1"):
+        conftest.PacedRuns(pool, [], width=0)

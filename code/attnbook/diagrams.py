@@ -22,10 +22,25 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
 - :func:`tiled_attention`: the ``L x S`` scores cut into tiles, the order in which
   :func:`attnbook.efficient.blockwise_attention` visits them, and what sits in fast memory
   at one step.
+- :func:`decoder_stack`: the whole decoder of Part IV, one pre-norm block expanded, with
+  where the causal mask, RoPE, the grouped heads and the key/value cache sit, and the
+  embedding table reused as the output layer.
+- :func:`grouped_query_heads`: query heads sharing key/value heads, with multi-head and
+  multi-query attention as the two ends.
+- :func:`prefill_and_decode`: a decoder's prefill (the prompt in one pass, its keys and
+  values written to the key/value cache) and decode steps (one query against the cache).
+- :func:`window_with_sinks`: the keys a sliding window with attention sinks keeps, and the
+  cache of the last query.
+- :func:`induction_circuit`: the induction circuit on a sequence repeated twice: layer 0's
+  previous-token head writes each token's predecessor into the next position, and layer 1's
+  induction head matches its query against those keys and copies the value it finds.
+- :func:`key_contributions`: one query's output as a sum of one term per key, with each
+  key's share of the weight beside its share of the contribution.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
@@ -34,20 +49,27 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+import torch.nn.functional as F
 from matplotlib.axes import Axes
 from matplotlib.colors import Normalize, to_rgb
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from ._validate import scale_factor
-from .attention import attention, attention_scores, masked_softmax
-from .efficient import _blocks
+from .attention import attention, attention_scores, grouped_attention, masked_softmax
+from .circuits import prefix_matching_score, previous_token_score, repeat_twice
+from .decoder import Decoder, DecoderConfig, _without_initialisation
+from .efficient import KVCache, _blocks
 from .layers import MultiHeadAttention
-from .masks import causal_mask
-from .plots import HEATMAP_CMAP, OKABE_ITO, book_style
+from .masks import causal_mask, sliding_window_mask
+from .plots import HEATMAP_CMAP, MASKED_GREY, OKABE_ITO, book_style
 from .positions import rope
 
 __all__ = [
+    "EXAMPLE_CONTRIBUTION_LABELS",
+    "EXAMPLE_CONTRIBUTION_QUERY",
+    "EXAMPLE_CONTRIBUTION_VECTORS",
+    "EXAMPLE_CONTRIBUTION_WEIGHTS",
     "EXAMPLE_KEYS",
     "EXAMPLE_QK_FEATURES",
     "EXAMPLE_QUERY",
@@ -58,12 +80,18 @@ __all__ = [
     "MAX_WIDTH_PX",
     "attention_data_flow",
     "cross_attention",
+    "decoder_stack",
+    "grouped_query_heads",
+    "induction_circuit",
+    "key_contributions",
     "multi_head_split",
+    "prefill_and_decode",
     "query_trip",
     "rope_rotation",
     "sequential_vs_parallel",
     "tiled_attention",
     "transformer_block",
+    "window_with_sinks",
 ]
 
 #: No diagram is wider than this many pixels at the book's dpi.
@@ -404,7 +432,7 @@ def query_trip(
             _cells(ax, value_x, y, v[j].tolist(), vec_colours(v[j]), w=cw, h=ch, gid=f"v{j}")
             for start, end in ((key_x + E * cw, score_x), (score_x + cw, scaled_x),
                                (scaled_x + cw, weight_x), (weight_x + cw, value_x)):
-                _arrow(ax, (start + 0.08, mid), (end - 0.08, mid), color="#777777",
+                _arrow(ax, (start + 0.08, mid), (end - 0.08, mid), color="#666666",
                        linewidth=1.1)
             ax.text(value_x - 0.08 - (arrow_w - 0.16) / 2, mid + 0.04, "$\\times$",
                     ha="center", va="bottom", fontsize=9, color="#555555")
@@ -1333,3 +1361,1113 @@ def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
                  fontsize=9.5)
     return _check_width(fig)
 
+
+# --------------------------------------------------------------------------- 9. induction
+
+_MAX_TOKEN_ID = 99  # two digits fit a cell
+
+
+def _induction_run(tokens: Sequence[int], query: int) -> dict[str, object]:
+    """An idealised two-layer induction circuit, run with the package's attention.
+
+    Tokens are one-hot vectors. Layer 0 (the previous-token head) lets query ``i`` see keys
+    ``0 .. i - 1`` and prefers key ``i - 1`` by position, so it writes the previous token
+    into position ``i``. Layer 1 (the induction head): the query is the current token, the
+    key is layer 0's output (K-composition), the value is the token itself.
+    """
+    batch = repeat_twice(torch.tensor([list(tokens)]))  # inputs and targets (1, 2T - 1)
+    inputs = batch.inputs[0]  # (n,), n = 2T - 1
+    n, T = inputs.shape[0], len(tokens)
+    sharp = 30.0  # a large scale: each softmax is one-hot up to exp(-30)
+    x = F.one_hot(inputs, _MAX_TOKEN_ID + 1).double()  # (n, vocab)
+    where = torch.eye(n, dtype=torch.float64)  # (n, n): one-hot positions
+    # Layer 0: query i asks for position i - 1 among the keys before it.
+    prev_out, prev_w = attention(where.roll(-1, dims=1), where, x,
+                                 causal_mask(n, offset=-1), scale=sharp)  # (n, vocab), (n, n)
+    # Layer 1: query = my token, key = the token before the key (from layer 0), value = token.
+    out, ind_w = attention(x, prev_out, x, causal_mask(n), scale=sharp)  # (n, vocab), (n, n)
+    # The drawing relies on a clean circuit: check it with the package's head scores.
+    if float(previous_token_score(prev_w)) < 0.99 or float(
+            prefix_matching_score(ind_w, T)) < 0.99:  # pragma: no cover - distinct tokens
+        raise AssertionError("the idealised induction circuit did not form")
+    has_prev = prev_w.sum(-1) > 0.5  # (n,): position 0 has nothing before it
+    return {
+        "sequence": torch.cat([inputs, batch.targets[0, -1:]]).tolist(),  # 2T tokens
+        "prev": [int(r.argmax()) if keep else None
+                 for r, keep in zip(prev_out, has_prev.tolist(), strict=True)],
+        "attended": int(ind_w[query].argmax()),
+        "predicted": int(out[query].argmax()),
+        "target": int(batch.targets[0, query]),
+    }
+
+
+def induction_circuit(tokens: Sequence[int] = (7, 3, 9, 2, 5),
+                      query: int | None = None) -> Figure:
+    """The induction circuit on a copy of random tokens repeated twice.
+
+    Top: the ``2T`` tokens and their positions, the two copies bracketed, and the pattern
+    ``A B ... A -> B`` lettered over its four cells (``A`` is the query's token, ``B`` the
+    token after its first occurrence). Keys after the query are greyed: the query cannot
+    see them. Middle, layer 0, the previous-token head: each position ``j`` attends to
+    ``j - 1`` (the arcs) and writes "prev <token j - 1>" into its vector; the tag of the
+    position the induction head will find is highlighted. Bottom, layer 1, the induction
+    head: the query at ``query`` asks "who was preceded by A?", matches the key of the
+    position whose tag is ``A`` (K-composition: that key reads layer 0's output), and the
+    value there, token ``B``, is copied into the prediction.
+
+    Every printed token, tag, position and prediction comes from running an idealised
+    two-layer circuit with the package: :func:`attnbook.circuits.repeat_twice` for the
+    data, :func:`attnbook.attention.attention` with :func:`attnbook.masks.causal_mask` for
+    both heads (one-hot tokens and positions, a large scale), checked with
+    :func:`attnbook.circuits.previous_token_score` and
+    :func:`attnbook.circuits.prefix_matching_score`. gids: ``token-j``, ``position-j``,
+    ``prev-j`` (the tag, ``prev`` then the token), ``pattern``, ``query`` (the query's
+    box), ``attended`` (the key found) and ``predicted``.
+
+    Args:
+        tokens: one copy of ``T`` distinct token ids from 0 to 99, ``2 <= T <= 8``.
+        query: the query's position, from ``T`` to ``2T - 2``; ``None`` means ``T``, the
+            first token of the second copy.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: ``tokens`` not a sequence of ints, ``query`` not an int.
+        ValueError: ``T`` outside 2..8, a repeated token or one outside 0..99, ``query``
+            outside ``T .. 2T - 2``.
+    """
+    if isinstance(tokens, str | bytes) or not isinstance(tokens, Sequence):
+        raise TypeError(f"tokens must be a sequence of ints, got {type(tokens).__name__}")
+    T = _require_int("len(tokens)", len(tokens), 2, 8)
+    ids = [_require_int(f"tokens[{i}]", t, 0, _MAX_TOKEN_ID) for i, t in enumerate(tokens)]
+    if len(set(ids)) != T:
+        raise ValueError(f"tokens must be distinct (a repeated token makes its earlier "
+                         f"occurrence ambiguous), got {ids}")
+    query = _require_int("query", T if query is None else query, T, 2 * T - 2)
+    run = _induction_run(ids, query)
+    seq, prev, key = run["sequence"], run["prev"], run["attended"]
+    a_tok, b_tok = seq[query], run["predicted"]
+
+    n = 2 * T
+    width, height, left = 7.2, 5.4, 1.45  # left: the column of row labels
+    cw = min(0.56, (width - left - 0.15) / n)  # cell width
+    x0 = left + 0.05  # the first cell's left edge
+
+    def cx(j: int) -> float:
+        return x0 + (j + 0.5) * cw
+
+    y_cell, ch = height - 1.55, 0.42
+    y_tag, th = y_cell - 1.1, 0.46  # layer 0's tags
+    qw, qh = 2.1, 0.5  # layer 1's query box
+    y_query = y_tag - 1.15 - qh
+    letters = {key - 1: "A", key: "B", query: "A", query + 1: "B"}
+    fills = {"A": _FILL_ATTENTION, "B": _FILL_FFN}
+
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        ax.text(width / 2, height - 0.12,
+                f"pattern A B \u2026 A \u2192 B, here {a_tok} {seq[key]} \u2026 {a_tok} "
+                f"\u2192 {b_tok}", ha="center", va="top", fontsize=11, weight="bold",
+                gid="pattern")
+        for start, label in ((0, "first copy"), (T, "second copy")):
+            y_br = y_cell + ch + 0.42
+            xa, xb = x0 + start * cw + 0.04, x0 + (start + T) * cw - 0.04
+            ax.plot([xa, xa, xb, xb], [y_br - 0.07, y_br, y_br, y_br - 0.07], color=_EDGE,
+                    linewidth=1)
+            ax.text((xa + xb) / 2, y_br + 0.05, label, ha="center", va="bottom",
+                    fontsize=9.5, color="#333333")
+        for label, y in (("token", y_cell + ch / 2), ("position", y_cell - 0.17)):
+            ax.text(left - 0.1, y, label, ha="right", va="center", fontsize=9.5,
+                    color="#333333")
+        for j, token in enumerate(seq):
+            letter, seen = letters.get(j), j <= query
+            ax.add_patch(Rectangle((x0 + j * cw, y_cell), cw, ch, linewidth=1.0,
+                                   facecolor=fills[letter] if letter else "white",
+                                   edgecolor=_EDGE if seen else "#999999",
+                                   linestyle="-" if seen else "--", zorder=2,
+                                   gid=f"cell-{j}"))
+            ax.text(cx(j), y_cell + ch / 2, str(token), ha="center", va="center",
+                    fontsize=10.5, color=_INK if seen else "#666666", zorder=3,
+                    gid=f"token-{j}")
+            ax.text(cx(j), y_cell - 0.17, str(j), ha="center", va="center", fontsize=9,
+                    color="#333333" if seen else "#666666", gid=f"position-{j}")
+            if letter:
+                ax.text(cx(j), y_cell + ch + 0.06, letter, ha="center", va="bottom",
+                        fontsize=10, weight="bold")
+        if (n - query - 1) * cw >= 1.0:  # room under the greyed keys to say why
+            ax.text((cx(query + 1) + cx(n - 1)) / 2, y_cell - 0.35,
+                    "after the query:\nnot visible to it", ha="center", va="top",
+                    fontsize=9, color="#555555", linespacing=1.2)
+
+        def beside_key(y: float, text: str, va: str, gid: str | None = None) -> None:
+            """Text beside the key's column, on the side with room for it."""
+            wide = 0.07 * max(len(line) for line in text.splitlines())  # 9.5 pt, inches
+            right = cx(key) + 0.15 + wide < width - 0.1
+            ax.text(cx(key) + (0.15 if right else -0.15), y, text, va=va, fontsize=9.5,
+                    ha="left" if right else "right", color="#333333", linespacing=1.2,
+                    gid=gid)
+
+        # Layer 0: j attends to j - 1 and writes that token into position j.
+        ax.text(left - 0.1, (y_tag + y_cell - 0.3) / 2 + 0.05,
+                "layer 0\nprevious-\ntoken head", ha="right", va="center", fontsize=10,
+                linespacing=1.2)
+        for j in range(1, query + 1):
+            hot = j == key
+            _arrow(ax, (cx(j - 1), y_cell - 0.33), (cx(j), y_tag + th + 0.03),
+                   color=OKABE_ITO[5] if hot else "#AAAAAA", linewidth=2.0 if hot else 1.0,
+                   connection="arc3,rad=0.25")
+        for j in range(query + 1):
+            hot = j == key
+            ax.add_patch(Rectangle((x0 + j * cw + 0.02, y_tag), cw - 0.04, th,
+                                   facecolor=_FILL_NORM if hot else _SOFT,
+                                   edgecolor=OKABE_ITO[5] if hot else _EDGE,
+                                   linewidth=1.8 if hot else 0.8, zorder=2,
+                                   gid=f"tag-{j}"))
+            tag = "none" if prev[j] is None else f"prev\n{prev[j]}"
+            ax.text(cx(j), y_tag + th / 2, tag, ha="center", va="center",
+                    fontsize=9 if cw > 0.45 else 8.5,
+                    linespacing=1.0, weight="bold" if hot else "normal", zorder=3,
+                    gid=f"prev-{j}")
+
+        beside_key(y_tag - 0.1, "each position j attends to j \u2212 1\n"
+                   "and writes that token into its vector", "top")
+
+        # Layer 1: the query matches the key whose tag is its own token; the value is copied.
+        ax.text(left - 0.1, y_query + qh / 2, "layer 1\ninduction\nhead", ha="right",
+                va="center", fontsize=10, linespacing=1.2)
+        qx = min(max(cx(query) - qw / 2, left), width - 0.1 - qw)
+        _box(ax, qx, y_query, qw, qh, f"query at {query}: token {a_tok}\n"
+             f"\u201cwho was preceded by {a_tok}?\u201d", face=_FILL_ATTENTION,
+             fontsize=9.5, gid="query")
+        if qx > cx(key) + 0.1:  # from the box's side, left, then up into the key's tag
+            _path_arrow(ax, [(qx, y_query + qh / 2), (cx(key), y_query + qh / 2),
+                             (cx(key), y_tag)], color=OKABE_ITO[5], linewidth=1.8)
+        else:  # the key's column crosses the box: straight up from its top
+            _arrow(ax, (cx(key), y_query + qh), (cx(key), y_tag), color=OKABE_ITO[5],
+                   linewidth=1.8)
+        beside_key(y_query + qh + 0.08,
+                   f"attends to position {key}, whose key carries \u201cprev {prev[key]}\u201d\n"
+                   "(the key reads layer 0's output)", "bottom", "attended")
+        # The value found there is the token at the key's position: copied, predicted.
+        mid, py = qx + qw / 2, y_query - 0.95
+        _arrow(ax, (mid, y_query), (mid, py + 0.42))
+        _box(ax, mid - 0.8, py, 1.6, 0.42, f"predicts {b_tok}", face=_FILL_FFN,
+             fontsize=10.5, weight="bold", gid="predicted")
+        right = mid + 2.4 < width
+        ax.text(mid + 0.1 if right else mid - 0.1, (y_query + py + 0.42) / 2,
+                f"copies the value at position {key}:\nits token, {seq[key]}",
+                ha="left" if right else "right", va="center", fontsize=9.5,
+                color="#333333", linespacing=1.2)
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 10. contributions
+
+# key_contributions' default example, public so a chapter can build the same terms inline:
+# one head, the query "it" in "The animal didn't cross the street because it was too
+# tired". [CLS] takes the most weight but sends a short vector f(x), as in
+# attention-layer.md's measurement on all-MiniLM-L6-v2; the numbers are made up.
+EXAMPLE_CONTRIBUTION_QUERY = "it"
+EXAMPLE_CONTRIBUTION_LABELS = ("[CLS]", "animal", "street", "it", "tired")
+EXAMPLE_CONTRIBUTION_WEIGHTS = (0.40, 0.30, 0.05, 0.15, 0.10)
+#: f(x_j) = (x_j W_v + b_v) W_o, drawn in two dimensions.
+EXAMPLE_CONTRIBUTION_VECTORS = (
+    (-0.15, -0.12),  # [CLS]: short
+    (0.67, 1.33),  # animal
+    (0.90, 0.40),  # street
+    (1.13, 0.27),  # it
+    (1.00, -1.00),  # tired
+)
+
+_MAX_LABEL_CHARS = 10
+
+
+def _contribution_inputs(weights: object, vectors: object, labels: object
+                         ) -> tuple[torch.Tensor, torch.Tensor, list[str], str]:
+    """Checked ``(weights (S,), vectors (S, 2), key labels, query label)``."""
+    defaults = weights is None and vectors is None
+    a = _as_float_tensor("weights", EXAMPLE_CONTRIBUTION_WEIGHTS if weights is None
+                         else weights, 1, "(S,)")
+    f = _as_float_tensor("vectors", EXAMPLE_CONTRIBUTION_VECTORS if vectors is None
+                         else vectors, 2, "(S, 2)")
+    S = a.shape[0]
+    if not 2 <= S <= _MAX_KEYS:
+        raise ValueError(f"weights must have between 2 and {_MAX_KEYS} keys for a legible "
+                         f"drawing, got {S}")
+    if bool((a < 0).any()) or abs(float(a.sum()) - 1.0) > 1e-6:
+        raise ValueError(f"weights must be non-negative and add up to 1 (one row of "
+                         f"attention weights), got sum {float(a.sum()):.6g} and minimum "
+                         f"{float(a.min()):.6g}")
+    if tuple(f.shape) != (S, 2):
+        raise ValueError(f"vectors must have shape (S, 2) with S = {S}, one 2-D f(x_j) per "
+                         f"weight, got shape {tuple(f.shape)}")
+    if float((a[:, None] * f).norm(dim=-1).sum()) == 0.0:
+        raise ValueError("vectors: every term A_tj f(x_j) is zero, so no key contributes "
+                         "and the shares are undefined")
+    if labels is None:
+        names = (list(EXAMPLE_CONTRIBUTION_LABELS) if defaults
+                 else [f"key {j}" for j in range(S)])
+    elif isinstance(labels, str | bytes) or not isinstance(labels, Sequence):
+        raise TypeError(f"labels must be a sequence of strings, one per key, got "
+                        f"{type(labels).__name__}")
+    else:
+        names = [str(t) for t in labels]
+        if len(names) != S:
+            raise ValueError(f"labels has {len(names)} entries but there are {S} keys")
+        if max(len(t) for t in names) > _MAX_LABEL_CHARS:
+            raise ValueError(f"labels must have at most {_MAX_LABEL_CHARS} characters each "
+                             f"for a legible drawing, got {max(names, key=len)!r}")
+    return a, f, names, EXAMPLE_CONTRIBUTION_QUERY if defaults else ""
+
+
+def key_contributions(
+    weights: torch.Tensor | np.ndarray | Sequence[float] | None = None,
+    vectors: torch.Tensor | np.ndarray | Sequence[Sequence[float]] | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+) -> Figure:
+    """One head's output for one query ``t``, split into one term per key ``j``.
+
+    Left, one row per key, four aligned bars: the weight ``A_tj`` (which is the key's share
+    of the weight), the length ``||f(x_j)||`` of the vector the key sends, the length of its
+    term ``||A_tj f(x_j)||`` (on the same scale as ``||f(x_j)||``: the weight shrinks the
+    vector), and the key's share of the contribution ``||A_tj f(x_j)|| / sum_k ||A_tk
+    f(x_k)||`` (on the same 0-to-1 scale as the weight). Under the columns: the sum of the
+    weights and the sum of the terms' lengths. Right: the terms ``A_tj f(x_j)`` as 2-D
+    arrows, tip to tail, adding up to ``out_t = sum_j A_tj f(x_j)`` (the equation
+    attention-layer-eq-contribution, with ``f(x_j) = (x_j W_v + b_v) W_o``; the norm-based
+    share is Kobayashi et al.'s).
+
+    The default example reads like the book's measurement: ``[CLS]`` takes the largest
+    share of the weight but sends a short vector, so its share of the contribution is
+    small. Every printed number is computed here from ``weights`` and ``vectors``. gids:
+    ``weight-j``, ``length-j``, ``term-j``, ``share-j`` (the numbers of row ``j``),
+    ``weight-sum``, ``term-sum`` and ``out`` (the output's label).
+
+    Args:
+        weights: the query's row of attention weights ``A_t``, shape ``(S,)`` with
+            ``2 <= S <= 8``, non-negative, adding up to 1; the example's when None.
+        vectors: the vectors ``f(x_j)`` in two dimensions, shape ``(S, 2)``; the example's
+            when None.
+        labels: ``S`` names of the keys, at most 10 characters each; the example's tokens
+            when both ``weights`` and ``vectors`` are None, else ``key 0``, ``key 1``, ...
+
+    Returns:
+        The new figure, with two Axes (the bars left, the vectors right).
+
+    Raises:
+        TypeError: an input that is not a tensor, array or list of numbers, or ``labels``
+            that is one string.
+        ValueError: shapes that do not fit together, too few or too many keys, weights
+            that are negative or do not add up to 1, all terms zero, labels too long.
+    """
+    a, f, names, query_name = _contribution_inputs(weights, vectors, labels)
+    S = a.shape[0]
+    terms = a[:, None] * f  # (S, 2): A_tj f(x_j)
+    f_len = f.norm(dim=-1)  # (S,)
+    term_len = terms.norm(dim=-1)  # (S,)
+    shares = term_len / term_len.sum()  # (S,)
+    out = terms.sum(dim=0)  # (2,)
+    torch.testing.assert_close(out, a @ f)  # the terms add up to the weighted sum
+
+    row_h, bar_h = 0.44, 0.28
+    label_w, col_w, col_gap = 0.9, 0.8, 0.24
+    table_w = label_w + 4 * col_w + 3 * col_gap + 0.1
+    right_w = 7.4 - table_w
+    head_h = 1.15  # title and column headers
+    height = head_h + S * row_h + 1.05
+    length_scale = (col_w - 0.05) / float(f_len.max())  # inches per unit of length
+    cols = [  # (header, values, inches per unit, fill, gid)
+        ("weight $A_{tj}$\n(share of\nthe weight)", a, col_w - 0.05, _FILL_ATTENTION,
+         "weight"),
+        ("length\n$\\|f(x_j)\\|$", f_len, length_scale, "#DDDDDD", "length"),
+        ("its term's\nlength\n$\\|A_{tj}\\,f(x_j)\\|$", term_len, length_scale, _FILL_NORM,
+         "term"),
+        ("share of the\ncontribution", shares, col_w - 0.05, _tint(OKABE_ITO[1], 0.55),
+         "share"),
+    ]
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(table_w + right_w, height)
+        ax = _panel(fig, 0.0, 0.0, table_w, height)
+        vec = _panel(fig, table_w, 0.0, right_w, height)
+        ax.text(0.1, height - 0.1, "one head, one query" + (
+            f" ({query_name!r})" if query_name else "") + ": what each key adds",
+            ha="left", va="top", fontsize=11, weight="bold")
+        top = height - head_h  # the top of the first row
+        for c, (header, values, scale, fill, gid) in enumerate(cols):
+            x = label_w + c * (col_w + col_gap)
+            ax.text(x + col_w / 2, top + 0.08, header, ha="center", va="bottom",
+                    fontsize=9.5, linespacing=1.15)
+            ax.plot([x, x], [top, top - S * row_h], color=_EDGE, linewidth=0.8)
+            for j in range(S):
+                y = top - (j + 0.5) * row_h
+                ax.add_patch(Rectangle((x, y - bar_h / 2), float(values[j]) * scale, bar_h,
+                                       facecolor=fill, edgecolor="none", zorder=2,
+                                       gid=f"bar-{gid}-{j}"))
+                top_value = c in (0, 3) and bool(values[j] == values.max())  # largest
+                ax.text(x + 0.05, y, f"{float(values[j]):.2f}", ha="left", va="center",
+                        fontsize=9.5, color=_INK, zorder=3, gid=f"{gid}-{j}",
+                        weight="bold" if top_value else "normal")
+                if c in (0, 1):  # weight x length = term
+                    ax.text(x + col_w + col_gap / 2, y, "\u00d7" if c == 0 else "=",
+                            ha="center", va="center", fontsize=10, color="#555555")
+        for j, name in enumerate(names):
+            ax.text(label_w - 0.1, top - (j + 0.5) * row_h, name, ha="right",
+                    va="center", fontsize=10)
+        bottom = top - S * row_h  # the bottom of the last row
+        heavy, strong = int(a.argmax()), int(shares.argmax())
+        if int((a == a.max()).sum()) == 1 and shares[heavy] < shares.max():  # in words
+            ax.text(0.1, 0.1, f"{names[heavy]} has the largest share of the weight, "
+                    f"{float(a[heavy]):.2f},\nbut {names[strong]} has the largest share of "
+                    f"the contribution, {float(shares[strong]):.2f}", ha="left",
+                    va="bottom", fontsize=9.5, linespacing=1.25, gid="note")
+        for c, gid, total in ((0, "weight-sum", a.sum()), (2, "term-sum", term_len.sum())):
+            ax.text(label_w + c * (col_w + col_gap) + 0.05, bottom - 0.1,
+                    f"sum = {float(total):.2f}", ha="left", va="top", fontsize=9.5,
+                    color="#333333", gid=gid)
+        ax.text(label_w + 3 * (col_w + col_gap) + 0.05, bottom - 0.1,
+                "= term / sum", ha="left", va="top", fontsize=9.5, color="#333333")
+
+        _draw_terms(vec, terms, names, right_w, height)
+    return _check_width(fig)
+
+
+def _draw_terms(ax: Axes, terms: torch.Tensor, names: Sequence[str], width: float,
+                height: float) -> None:
+    """The terms as arrows tip to tail from the origin, and their sum ``out_t`` (black)."""
+    chain = torch.cat([torch.zeros(1, 2, dtype=terms.dtype), terms.cumsum(dim=0)])  # (S+1, 2)
+    lo, hi = chain.min(dim=0).values, chain.max(dim=0).values  # (2,), (2,)
+    box_x, box_y, box_w, box_h = 0.5, 0.8, width - 1.0, height - 1.75
+    span = torch.clamp(hi - lo, min=1e-9)
+    scale = min(box_w / float(span[0]), box_h / float(span[1]))  # inches per unit
+    middle = torch.tensor([box_x + box_w / 2, box_y + box_h / 2], dtype=terms.dtype)
+    pts = (scale * (chain - (lo + hi) / 2) + middle).numpy()  # (S+1, 2), inches
+    ax.text(width / 2, height - 0.1, "the terms $A_{tj}\\,f(x_j)$ tip to tail\n"
+            "add up to $\\mathrm{out}_t$", ha="center", va="top", fontsize=10,
+            linespacing=1.3)
+    _arrow(ax, tuple(pts[0]), tuple(pts[-1]), color=_INK, linewidth=1.6, zorder=1)
+    for j in range(len(names)):
+        _arrow(ax, tuple(pts[j]), tuple(pts[j + 1]), color=OKABE_ITO[5], linewidth=1.8,
+               zorder=2)
+    # Points along every arrow, which a label must keep clear of.
+    segments = [(pts[j], pts[j + 1]) for j in range(len(names))] + [(pts[0], pts[-1])]
+    along = np.concatenate([a + np.linspace(0, 1, 25)[:, None] * (b - a)
+                            for a, b in segments])  # (25 (S+1), 2)
+    placed: list[np.ndarray] = []  # label boxes: (x0, y0, x1, y1)
+
+    def place(a: np.ndarray, b: np.ndarray, text: str, chars: int, **kw: object) -> None:
+        """Put ``text`` beside the arrow from ``a`` to ``b``, the nearest free spot."""
+        w, h = 0.072 * chars + 0.04, 0.2
+        t = (b - a) / max(float(np.hypot(*(b - a))), 1e-9)
+        n = np.array([-t[1], t[0]])
+        half = abs(n[0]) * w / 2 + abs(n[1]) * h / 2  # the box's half-depth along n
+        best = None
+        for d in (0.06, 0.16, 0.28, 0.42, 0.6):
+            for side in (1, -1):
+                for slide in (0.0, 0.15, -0.15, 0.3, -0.3):
+                    c = (a + b) / 2 + side * (d + half) * n + slide * t
+                    box = np.array([c[0] - w / 2, c[1] - h / 2, c[0] + w / 2, c[1] + h / 2])
+                    if not (box[0] > 0.05 and box[2] < width - 0.05 and box[1] > 0.6
+                            and box[3] < height - 0.55):
+                        continue
+                    hits = ((along[:, 0] > box[0] - 0.03) & (along[:, 0] < box[2] + 0.03)
+                            & (along[:, 1] > box[1] - 0.03) & (along[:, 1] < box[3] + 0.03))
+                    if hits.any() or any(box[0] < p[2] and p[0] < box[2] and box[1] < p[3]
+                                         and p[1] < box[3] for p in placed):
+                        continue
+                    best = box
+                    break
+                if best is not None:
+                    break
+            if best is not None:
+                break
+        if best is None:  # no free spot: beside the arrow anyway
+            c = (a + b) / 2 + (0.06 + half) * n
+            best = np.array([c[0] - w / 2, c[1] - h / 2, c[0] + w / 2, c[1] + h / 2])
+        placed.append(best)
+        ax.text((best[0] + best[2]) / 2, (best[1] + best[3]) / 2, text, ha="center",
+                va="center", fontsize=9.5, **kw)
+
+    place(pts[0], pts[-1], "$\\mathrm{out}_t$", 4, weight="bold", gid="out")
+    for j, name in enumerate(names):
+        place(pts[j], pts[j + 1], name, len(name), color="#7A2E00")
+    ax.text(width / 2, 0.1, "a share counts each term's\nlength, not its direction",
+            ha="center", va="bottom", fontsize=9.5, color="#333333", linespacing=1.2)
+
+
+# --------------------------------------------------------------------------- 11. decoder
+
+#: The sizes :func:`decoder_stack` prints, and their bound for a legible drawing.
+_DECODER_SIZES = ("vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "d_ff")
+_MAX_DECODER_SIZE = 1_000_000
+
+_TIE_COLOUR = OKABE_ITO[5]  # vermillion: the dashed line between the two uses of the table
+
+
+def decoder_stack(config: DecoderConfig) -> Figure:
+    """The whole LLaMA-style decoder of Part IV, bottom to top, with one block expanded.
+
+    The token ids ``(L,)`` pick rows of the embedding table (``vocab_size x d_model``).
+    Then a frame holds one pre-norm block, which repeats ``num_layers`` times: RMSNorm,
+    grouped-query causal self-attention, a residual addition; RMSNorm, the gated MLP
+    (``d_model -> d_ff -> d_model``, SiLU), a second residual addition. Inside the
+    attention box, bottom to top: the projections to ``num_heads`` query heads and
+    ``num_kv_heads`` key/value heads, RoPE on queries and keys, the key/value cache that
+    keeps keys and values for decoding, and the causal mask on the scores. After the
+    blocks: the final RMSNorm, the output layer, a softmax and the next-token
+    probabilities. The output layer is the embedding table, transposed (tied weights): a
+    dashed line joins the two and says "same matrix".
+
+    Every size printed comes from ``config``, read from the tensors of a
+    :class:`attnbook.decoder.Decoder` built from it on PyTorch's ``meta`` device (shapes,
+    no memory, one block): the embedding table, the heads and ``d_head`` of the
+    attention, the MLP's projections; the number of blocks is ``config.num_layers``.
+    The texts with numbers carry gids: ``embed``, ``num-layers``, ``heads``, ``mlp``,
+    ``output``, ``probs``; the attention box's patch is ``attention-box``, the tie's
+    dashed line ``tie`` and its label ``tie-label``.
+
+    Args:
+        config: the decoder's sizes, each at most 1,000,000 (the drawing's room for
+            digits); the book passes the loaded SmolLM2's ``decoder.config``.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if ``config`` is not a :class:`~attnbook.decoder.DecoderConfig`.
+        ValueError: if a size is over 1,000,000, or ``config`` is one that
+            :class:`~attnbook.decoder.Decoder` refuses (an odd ``d_head``, which RoPE
+            cannot rotate in pairs).
+    """
+    if not isinstance(config, DecoderConfig):
+        raise TypeError(f"config must be an attnbook.decoder.DecoderConfig, got "
+                        f"{type(config).__name__}")
+    for name in _DECODER_SIZES:
+        _require_int(f"config.{name}", getattr(config, name), 1, _MAX_DECODER_SIZE)
+    # One block is enough for the shapes (the others are copies of it); meta tensors have
+    # shapes and no numbers, so even a large vocabulary costs no memory.
+    with _without_initialisation(), torch.device("meta"):
+        decoder = Decoder(dataclasses.replace(config, num_layers=1))
+    vocab, d_model = decoder.embed.weight.shape
+    block = decoder.blocks[0]
+    attn = block.attn
+    d_ff = block.mlp.gate_proj.weight.shape[0]
+    if block.mlp.down_proj.weight.shape != (d_model, d_ff) or (  # pragma: no cover
+            attn.k_proj.weight.shape[0] != attn.num_kv_heads * attn.d_head):
+        raise AssertionError("the decoder's shapes are not the ones drawn")
+    n_blocks, h, h_kv = config.num_layers, attn.num_heads, attn.num_kv_heads
+    if h_kv == h:
+        kind, sharing = "multi-head" if h > 1 else "one-head", "one query head per K, V"
+    else:
+        kind = "multi-query" if h_kv == 1 else "grouped-query"
+        sharing = f"{h // h_kv} query heads share each K, V"
+
+    width = 7.2
+    cx, bw = 3.3, 4.0  # the main column's centre and box width
+    left, right = cx - bw / 2, cx + bw / 2
+    res_x = left - 0.35  # the residual lines run here
+    # Heights, bottom to top: the ids, the embedding table, the block's frame and what it
+    # holds, then the final norm, the output layer and the softmax.
+    embed_y, frame_y = 0.95, 1.95
+    norm1_y, attn_y, attn_h = 2.35, 3.0, 2.55
+    add1 = attn_y + attn_h + 0.35
+    norm2_y = add1 + 0.52
+    mlp_y = norm2_y + 0.53
+    add2 = mlp_y + 0.45 + 0.34
+    frame_top = add2 + 0.6
+    final_y = frame_top + 0.3
+    out_y = final_y + 0.65
+    probs_y = out_y + 0.8
+    height = probs_y + 0.5 + 0.15
+    tie_x = right + 0.75
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+
+        def box(y: float, h: float, text: str, face: str, gid: str | None = None,
+                fontsize: float = 10.5) -> None:
+            _box(ax, left, y, bw, h, text, face=face, fontsize=fontsize, gid=gid)
+
+        # Bottom: token ids and the embedding table.
+        box(0.2, 0.42, "token ids, shape (L,)", _FILL_IO)
+        box(embed_y, 0.62, f"embedding table: look up one row per id\n"
+            f"vocab_size $\\times$ d_model = {vocab} $\\times$ {d_model}", _FILL_CROSS,
+            gid="embed")
+        _arrow(ax, (cx, 0.62), (cx, embed_y))
+        _arrow(ax, (cx, embed_y + 0.62), (cx, norm1_y))
+        ax.text(cx + 0.1, (embed_y + 0.62 + frame_y) / 2, "(L, d_model)", ha="left",
+                va="center", fontsize=9, family="monospace", color="#333333")
+
+        # The block, with shadows behind it: it repeats num_layers times.
+        frame_x = left - 0.8
+        frame_w, frame_h = right + 0.3 - frame_x, frame_top - frame_y
+        for offset, face, edge in ((0.16, "#F2F2F2", "#AAAAAA"), (0.08, "#F7F7F7", "#999999"),
+                                   (0.0, "#FCFCFC", _EDGE)):
+            ax.add_patch(FancyBboxPatch(
+                (frame_x + offset, frame_y + offset), frame_w, frame_h,
+                boxstyle="round,pad=0,rounding_size=0.12", facecolor=face, edgecolor=edge,
+                linewidth=1.2, zorder=0.5))
+        count = ax.text(frame_x + 0.15, frame_top - 0.12,
+                        f"one block, repeated num_layers = {n_blocks} "
+                        f"time{'s' if n_blocks > 1 else ''}",
+                        ha="left", va="top", fontsize=11, weight="bold", zorder=3)
+        count.set_gid("num-layers")
+
+        box(norm1_y, 0.36, "RMSNorm", _FILL_NORM)
+        box(attn_y, attn_h, "", _FILL_ATTENTION)
+        ax.patches[-1].set_gid("attention-box")
+        ax.text(cx, attn_y + attn_h - 0.1, f"{kind} causal self-attention",
+                ha="center", va="top", fontsize=10.5, weight="bold", zorder=3)
+        # Inside attention, bottom to top, in the order the layer works.
+        steps = [
+            (f"Q: {h} query head{'s' if h > 1 else ''}; K, V: {h_kv} key/value "
+             f"head{'s' if h_kv > 1 else ''}\n(d_head = {attn.d_head}; {sharing})", "heads"),
+            ("RoPE: rotate Q and K by their positions", None),
+            ("append the new K, V to the key/value cache", None),
+            (f"scores Q K$^\\top / \\sqrt{{{attn.d_head}}}$ with every cached K, + causal mask;"
+             "\nsoftmax, $\\times$ every cached V, then $W_o$", None),
+        ]
+        chip_x, chip_w, gap = left + 0.12, bw - 0.24, 0.17
+        y = attn_y + 0.12
+        for k, (text, gid) in enumerate(steps):
+            chip_h = 0.5 if "\n" in text else 0.3
+            if k:
+                _arrow(ax, (cx, y - gap), (cx, y), linewidth=1.1, zorder=3)
+            _box(ax, chip_x, y, chip_w, chip_h, text, face=_FILL_IO, fontsize=9.5,
+                 rounding=0.05, linewidth=0.9, gid=gid)
+            y += chip_h + gap
+        box(norm2_y, 0.36, "RMSNorm", _FILL_NORM)
+        box(mlp_y, 0.45, "", _FILL_FFN)
+        mlp = ax.text(cx, mlp_y + 0.225,
+                      f"gated MLP (SiLU): d_model $\\to$ d_ff $\\to$ d_model\n"
+                      f"{d_model} $\\to$ {d_ff} $\\to$ {d_model}",
+                      ha="center", va="center", fontsize=9.5, color=_INK, zorder=3,
+                      linespacing=1.2)
+        mlp.set_gid("mlp")
+        _add_circle(ax, cx, add1)
+        _add_circle(ax, cx, add2)
+        for y0, y1 in ((norm1_y + 0.36, attn_y), (attn_y + attn_h, add1 - 0.17),
+                       (add1 + 0.17, norm2_y), (norm2_y + 0.36, mlp_y),
+                       (mlp_y + 0.45, add2 - 0.17)):
+            _arrow(ax, (cx, y0), (cx, y1))
+        for branch, target in ((frame_y + 0.2, add1), (add1 + 0.3, add2)):
+            ax.plot([cx], [branch], "o", color=_LINE, markersize=4, zorder=3)
+            _path_arrow(ax, [(cx, branch), (res_x, branch), (res_x, target),
+                             (cx - 0.17, target)], color=OKABE_ITO[0], linewidth=1.5)
+            ax.text(res_x - 0.08, (branch + target) / 2, "residual", rotation=90,
+                    ha="right", va="center", fontsize=9.5, color=OKABE_ITO[0])
+
+        # Top: final norm, the tied output layer, softmax.
+        _arrow(ax, (cx, add2 + 0.17), (cx, final_y))
+        box(final_y, 0.36, "final RMSNorm", _FILL_NORM)
+        _arrow(ax, (cx, final_y + 0.36), (cx, out_y))
+        box(out_y, 0.62, f"output layer: the embedding table, transposed\n"
+            f"d_model $\\times$ vocab_size = {d_model} $\\times$ {vocab}", _FILL_CROSS,
+            gid="output")
+        _arrow(ax, (cx, out_y + 0.62), (cx, probs_y))
+        box(probs_y, 0.5, f"softmax: next-token probabilities\n"
+            f"(L, vocab_size) = (L, {vocab})", _FILL_IO, gid="probs", fontsize=10)
+
+        # The tie: the same matrix at the bottom and at the top.
+        low, high = embed_y + 0.31, out_y + 0.31
+        (tie,) = ax.plot([right, tie_x, tie_x, right], [low, low, high, high],
+                         color=_TIE_COLOUR, linewidth=1.6, linestyle="--", zorder=1)
+        tie.set_gid("tie")
+        tie_label = ax.text(tie_x + 0.1, (low + high) / 2, "same matrix: the output layer "
+                            "reuses the embedding table (tied weights)", rotation=90,
+                            ha="left", va="center", fontsize=10, color="#A3470A")
+        tie_label.set_gid("tie-label")
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 10. grouped heads
+
+
+def _kv_head_of_query_heads(num_heads: int, num_kv_heads: int) -> list[int]:
+    """The key/value head each query head reads, found by running
+    :func:`attnbook.attention.grouped_attention` on one key per head whose value is its
+    key/value head's index: query head ``i``'s output is the index it read."""
+    q = torch.zeros(num_heads, 1, 1, dtype=torch.float64)  # (h, L=1, E=1)
+    k = torch.zeros(num_kv_heads, 1, 1, dtype=torch.float64)  # (h_kv, S=1, E=1)
+    v = torch.arange(num_kv_heads, dtype=torch.float64).reshape(num_kv_heads, 1, 1)
+    output = grouped_attention(q, k, v, return_weights=False).output  # (h, 1, 1)
+    return [round(float(x)) for x in output.flatten()]
+
+
+def _draw_head_groups(ax: Axes, x0: float, x1: float, y_q: float, y_kv: float,
+                      num_heads: int, num_kv_heads: int, box_h: float, *,
+                      prefix: str, numbered: bool) -> None:
+    """``num_heads`` query heads in a row at height ``y_q`` (lower edge), ``num_kv_heads``
+    key/value heads at ``y_kv``, between ``x0`` and ``x1``; a line from every query head
+    to the key/value head it reads, both boxes in the group's colour. Patches get the
+    gids ``{prefix}q-{i}`` and ``{prefix}kv-{j}``, lines ``{prefix}link-{i}-{j}``, and
+    (when ``numbered``) the indices printed in the boxes ``{prefix}q-label-{i}`` and
+    ``{prefix}kv-label-{j}``."""
+    reads = _kv_head_of_query_heads(num_heads, num_kv_heads)
+    group = num_heads // num_kv_heads
+    slot = (x1 - x0) / num_heads
+    q_w = min(0.55, 0.78 * slot)
+    kv_w = q_w if group == 1 else min(0.9, max(q_w, (group - 0.25) * slot))
+    q_centres = [x0 + (i + 0.5) * slot for i in range(num_heads)]
+    kv_centres = [x0 + (j + 0.5) * group * slot for j in range(num_kv_heads)]
+
+    def colour_of(group_index: int) -> str:
+        """A colour per group; one colour for all when each group is one head, so that
+        colours that repeat past six groups do not suggest groups that are not there."""
+        return _HEAD_COLOURS[0 if group == 1 else group_index % len(_HEAD_COLOURS)]
+
+    def head(x: float, y: float, w: float, kind: str, index: int, group_index: int) -> None:
+        """One head's box, coloured by its group, with its index when ``numbered``."""
+        colour = colour_of(group_index)
+        patch = FancyBboxPatch((x - w / 2, y), w, box_h,
+                               boxstyle=f"round,pad=0,rounding_size={min(0.06, w / 4)}",
+                               facecolor=_tint(colour, 0.45), edgecolor=_LINE, linewidth=1.0,
+                               zorder=2)
+        patch.set_gid(f"{prefix}{kind}-{index}")
+        ax.add_patch(patch)
+        if numbered:
+            text = ax.text(x, y + box_h / 2, str(index), ha="center", va="center",
+                           fontsize=9.5, color=_INK, zorder=3)
+            text.set_gid(f"{prefix}{kind}-label-{index}")
+
+    for i, j in enumerate(reads):
+        head(q_centres[i], y_q, q_w, "q", i, j)
+        spread = 0.6 * kv_w * ((i % group) + 0.5) / group - 0.3 * kv_w
+        (line,) = ax.plot([q_centres[i], kv_centres[j] + spread], [y_q, y_kv + box_h],
+                          color=colour_of(j), linewidth=1.4,
+                          zorder=1)
+        line.set_gid(f"{prefix}link-{i}-{j}")
+    for j in range(num_kv_heads):
+        head(kv_centres[j], y_kv, kv_w, "kv", j, j)
+
+
+def _cache_saving(num_heads: int, num_kv_heads: int) -> str:
+    """What the key/value cache holds, against one key/value head per query head."""
+    heads = f"{num_kv_heads} head" + ("s" if num_kv_heads > 1 else "")
+    if num_kv_heads == num_heads:
+        return f"the key/value cache holds {heads}, one per query head: no saving"
+    return (f"the key/value cache holds {heads} instead of {num_heads}: "
+            f"{num_heads // num_kv_heads} times smaller")
+
+
+def grouped_query_heads(num_heads: int = 9, num_kv_heads: int = 3) -> Figure:
+    """Grouped-query attention: which key/value head each query head reads.
+
+    Top panel: ``num_heads`` query heads in a row above ``num_kv_heads`` key/value heads;
+    a line joins query head ``i`` to the key/value head it shares, ``i // g`` with the
+    group size ``g = num_heads / num_kv_heads`` (LLaMA's ``repeat_kv`` order). Each group
+    has its colour, and the numbers in the boxes and the lines say the same without it.
+    Below: what the key/value cache holds, ``num_kv_heads`` heads instead of
+    ``num_heads``. Bottom panels: the two ends, multi-head attention (one key/value head
+    per query head) and multi-query attention (one key/value head for all).
+
+    The mapping is not typed in: it is what :func:`attnbook.attention.grouped_attention`
+    (which :class:`attnbook.layers.MultiHeadAttention` and the decoder use) does, read
+    from its output. gids: the boxes ``q-{i}`` and ``kv-{j}``, their numbers
+    ``q-label-{i}`` and ``kv-label-{j}``, the lines ``link-{i}-{j}`` (with prefixes
+    ``mha-`` and ``mqa-`` in the bottom panels), the texts ``group-size``,
+    ``cache-saving``, ``mha-cache`` and ``mqa-cache``.
+
+    Args:
+        num_heads: the number of query heads ``h``, from 1 to 16.
+        num_kv_heads: the number of key/value heads, from 1 to 16, dividing ``num_heads``.
+
+    Returns:
+        The new figure, with three Axes (grouped-query on top, multi-head bottom left,
+        multi-query bottom right).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if an argument is out of range, or ``num_kv_heads`` does not divide
+            ``num_heads``.
+    """
+    h = _require_int("num_heads", num_heads, 1, 16)
+    h_kv = _require_int("num_kv_heads", num_kv_heads, 1, 16)
+    if h % h_kv:
+        raise ValueError(f"num_kv_heads={h_kv} must divide num_heads={h}: each key/value "
+                         f"head serves a group of num_heads / num_kv_heads query heads")
+    g = h // h_kv
+
+    width, top_h, bottom_h = 7.0, 3.1, 2.05
+    label_w = 1.25  # room for the row names on the left
+    box_h = 0.36
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, top_h + bottom_h)
+        top = _panel(fig, 0.0, bottom_h, width, top_h)
+        y_q, y_kv = top_h - 1.15, 0.75
+        top.text(width / 2, top_h - 0.12, f"grouped-query attention: {h} query "
+                 f"head{'s' if h > 1 else ''}, {h_kv} key/value head{'s' if h_kv > 1 else ''}",
+                 ha="center", va="top", fontsize=11, weight="bold")
+        group_size = top.text(width / 2, top_h - 0.45,
+                              f"group size g = {h} / {h_kv} = {g}: query head i reads "
+                              f"key/value head i // g", ha="center",
+                              va="top", fontsize=10, color="#333333")
+        group_size.set_gid("group-size")
+        _draw_head_groups(top, label_w, width - 0.15, y_q, y_kv, h, h_kv, box_h, prefix="",
+                          numbered=True)
+        top.text(label_w - 0.12, y_q + box_h / 2, "query heads", ha="right", va="center",
+                 fontsize=10)
+        top.text(label_w - 0.12, y_kv + box_h / 2, "key/value\nheads", ha="right",
+                 va="center", fontsize=10, linespacing=1.1)
+        saving = top.text(width / 2, y_kv - 0.15, _cache_saving(h, h_kv), ha="center",
+                          va="top", fontsize=10.5)
+        saving.set_gid("cache-saving")
+
+        # The two ends: multi-head (as many key/value heads as query heads), multi-query.
+        half = width / 2
+        for k, (name, n_kv, prefix) in enumerate((
+                (f"multi-head: num_kv_heads = num_heads = {h}", h, "mha-"),
+                ("multi-query: num_kv_heads = 1", 1, "mqa-"))):
+            ax = _panel(fig, k * half, 0.0, half, bottom_h)
+            ax.text(half / 2, bottom_h - 0.08, name, ha="center", va="top", fontsize=10)
+            _draw_head_groups(ax, 0.3, half - 0.3, bottom_h - 0.85, 0.55, h, n_kv, 0.24,
+                              prefix=prefix, numbered=False)
+            cache = ax.text(half / 2, 0.42, _cache_saving(h, n_kv).replace(
+                "the key/value cache holds", "cache:"), ha="center", va="top",
+                fontsize=9.5, color="#333333")
+            cache.set_gid(f"{prefix}cache")
+            if k:
+                ax.plot([0.02, 0.02], [0.15, bottom_h - 0.1], color="#BBBBBB", linewidth=1)
+        top.plot([0.15, width - 0.15], [0.04, 0.04], color="#BBBBBB", linewidth=1)
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 13. cache
+
+_FILL_ALLOWED = "#9CC7E6"  # a score the mask allows (blue, as in cross_attention)
+_FILL_MASKED = MASKED_GREY  # a score the mask forbids: grey and hatched, as in the heatmaps
+_HATCH_MASKED = "///"
+_FILL_PREFILL = _FILL_ATTENTION  # cache slots written by the prefill (light blue)
+_FILL_DECODE = _FILL_NORM  # cache slots written by a decode step (light orange)
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    """``"1 token"``, ``"2 tokens"``; ``many`` for an irregular plural."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _cell(ax: Axes, x: float, y: float, w: float, h: float, face: str, *,
+          hatch: str | None = None, gid: str | None = None, linewidth: float = 0.6) -> None:
+    """One grid cell or cache slot with its lower-left corner at ``(x, y)``."""
+    patch = Rectangle((x, y), w, h, facecolor=face, edgecolor=_EDGE, hatch=hatch,
+                      linewidth=linewidth, zorder=2)
+    patch.set_gid(gid)
+    ax.add_patch(patch)
+
+
+def prefill_and_decode(prompt: int = 5, new: int = 3) -> Figure:
+    """A decoder's two phases with a key/value cache: prefill, then decode.
+
+    Left, **prefill**: the ``prompt`` tokens go through the model in one pass; each prompt
+    position's key and value is written into the key/value cache (a row of ``K`` slots
+    over a row of ``V`` slots), and the scores are the ``prompt x prompt`` causal triangle
+    (:func:`attnbook.masks.causal_mask`; blocked future keys grey and hatched). The pass
+    also predicts the next token, the first decode step's input.
+
+    Right, **decode**, ``new`` steps: each feeds one token; its key and value are appended
+    to the cache and its one query attends to every cached key, its own included: step
+    ``k``'s scores are one row of ``1 x (prompt + k)``
+    (``causal_mask(1, prompt + k, offset=prompt + k - 1)``). The predicted token loops back
+    as the next input. The cache is drawn after the last step; under its slots, who wrote
+    them: the prefill (a bracket), or decode step ``1 .. new`` (a number per slot). The
+    score grids' columns stand under the cache slots of the same keys.
+
+    The slot counts are read from a real :class:`attnbook.efficient.KVCache` given one
+    prefill append and ``new`` one-token appends; the grids' shapes and allowed cells are
+    the masks'. gids: score cells ``prefill-cell-i-j`` and ``decode-cell-k-j`` (patches);
+    cache slots ``prefill-k-j``, ``prefill-v-j``, ``decode-k-j``, ``decode-v-j``
+    (patches); the decode cache's writers ``writer-0`` (the "prefill" label) and
+    ``writer-j`` (the step number of slot ``j``); the shapes ``prefill-shape`` and
+    ``decode-shape-k``; the cache sizes ``prefill-cache-size`` and ``decode-cache-size``;
+    the costs ``prefill-cost`` and ``decode-cost``.
+
+    Args:
+        prompt: the prompt's length in tokens, from 1 to 10.
+        new: the number of decode steps drawn, from 1 to 6.
+
+    Returns:
+        The new figure, with two Axes (prefill left, decode right).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if ``prompt`` is outside 1..10 or ``new`` outside 1..6.
+    """
+    P = _require_int("prompt", prompt, 1, 10)
+    n = _require_int("new", new, 1, 6)
+    # Replay the cache: the prefill appends P positions at once, each decode step one.
+    cache = KVCache()
+    cache.append(torch.zeros(P, 1), torch.zeros(P, 1))  # keys (P, E), values (P, Ev)
+    lengths = [len(cache)]
+    prefill_mask = causal_mask(P)  # (P, P): query i sees keys 0..i
+    blocked = int((~prefill_mask).sum())
+    step_masks = []
+    for _ in range(n):
+        cache.append(torch.zeros(1, 1), torch.zeros(1, 1))
+        t = len(cache)  # the new query is position t - 1: it sees keys 0..t - 1
+        lengths.append(t)
+        step_masks.append(causal_mask(1, t, offset=t - 1))  # (1, t)
+    slots = lengths[-1]
+    # Slot j was written by the append that took the cache past j (0: the prefill).
+    writer = [next(s for s, end in enumerate(lengths) if j < end) for j in range(slots)]
+
+    cell = min(0.28, 3.4 / slots, 2.5 / P)
+    gap = 0.07  # between the decode steps' rows
+    x_grid = 0.7  # left edge of the caches and grids: room for the row labels
+    left_w = max(3.45, x_grid + P * cell + 1.1)
+    right_w = max(3.9, x_grid + slots * cell + 0.95)
+    box_h, box_w = 0.5, (0.85, 1.0, 0.8)
+    rows_h = max(P * cell, n * (cell + gap) - gap)
+    height = 1.25 + box_h + 0.7 + 2 * cell + 0.55 + rows_h + 0.55
+    y_box = height - 1.25 - box_h  # lower edge of the boxes
+    y_cache = y_box - 0.7 - 2 * cell  # lower edge of the V row
+    top = y_cache - 0.55  # top edge of the score grids
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(left_w + right_w, height)
+        panels = (_panel(fig, 0.0, 0.0, left_w, height),
+                  _panel(fig, left_w, 0.0, right_w, height))
+        p, d = panels
+        tokens = _plural(P, "token")
+        for ax, w, gid, title, cost, first, model, written, x_written, what in (
+                (p, left_w, "prefill", "Prefill",
+                 f"{_plural(prefill_mask.shape[0], 'prompt query', 'prompt queries')} at "
+                 "once", f"prompt:\n{tokens}", "model,\none pass", (0, P),
+                 x_grid + P * cell / 2,
+                 f"writes {_plural(P, 'key')}, {_plural(P, 'value')}"),
+                (d, right_w, "decode", f"Decode, {_plural(n, 'step')}",
+                 f"{_plural(step_masks[0].shape[0], 'query', 'queries')} per step, reads "
+                 "the whole cache", "new\ntoken", "model,\n1 query", (P, slots),
+                 x_grid + (P + n / 2) * cell, "appends 1 key, 1 value")):
+            ax.text(w / 2, height - 0.12, title, ha="center", va="top", fontsize=12,
+                    weight="bold")
+            ax.text(w / 2, height - 0.45, cost, ha="center", va="top", fontsize=10.5,
+                    color=OKABE_ITO[0] if ax is p else OKABE_ITO[5]).set_gid(f"{gid}-cost")
+            # The pass: tokens in, the model, the next token out.
+            xs = (0.15, 1.25, w - 0.95)
+            for x, bw, text, face in zip(xs, box_w, (first, model, "next\ntoken"),
+                                         (_FILL_IO, _FILL_ATTENTION, _FILL_IO), strict=True):
+                _box(ax, x, y_box, bw, box_h, text, face=face, fontsize=10)
+            for i in (0, 1):
+                _arrow(ax, (xs[i] + box_w[i], y_box + box_h / 2), (xs[i + 1],
+                       y_box + box_h / 2))
+            # The model writes keys and values into the cache, under the slots they fill.
+            model_c, mid_y = xs[1] + box_w[1] / 2, y_box - 0.35
+            lo, hi = x_grid + written[0] * cell + 0.1, x_grid + written[1] * cell - 0.1
+            x_written = model_c if lo <= model_c <= hi else x_written  # straight if it can
+            _path_arrow(ax, [(model_c, y_box), (model_c, mid_y), (x_written, mid_y),
+                             (x_written, y_cache + 2 * cell)], color="#555555",
+                        linewidth=1.2)
+            ax.text(model_c + 0.08, y_box - 0.17, what, ha="left", va="center",
+                    fontsize=9.5)
+            # The cache: K over V, one slot per cached position.
+            count = written[1]
+            for y, name in ((y_cache + cell, "k"), (y_cache, "v")):
+                for j in range(count):
+                    _cell(ax, x_grid + j * cell, y, cell, cell,
+                          _FILL_PREFILL if writer[j] == 0 else _FILL_DECODE,
+                          gid=f"{gid}-{name}-{j}", linewidth=0.8)
+                ax.text(x_grid - 0.08, y + cell / 2, name.upper(), ha="right", va="center",
+                        fontsize=10)
+            ax.text(x_grid + count * cell + 0.1, y_cache + cell,
+                    f"cache:\n{_plural(count, 'position')}", ha="left", va="center",
+                    fontsize=10, linespacing=1.2).set_gid(f"{gid}-cache-size")
+            # Who wrote the slots: a bracket for the prefill, a step number per step.
+            y_b, right = y_cache - 0.06, x_grid + P * cell - 0.03
+            ax.plot([x_grid + 0.03, x_grid + 0.03, right, right],
+                    [y_b, y_b - 0.06, y_b - 0.06, y_b], color=_LINE, linewidth=1)
+            wide = P * cell >= 0.6  # room to centre the word under the bracket
+            ax.text(x_grid + P * cell / (2 if wide else 1), y_b - 0.1, "prefill",
+                    ha="center" if wide else "right", va="top",
+                    fontsize=9.5).set_gid("writer-0" if ax is d else None)
+        for j in range(P, slots):
+            d.text(x_grid + (j + 0.5) * cell, y_cache - 0.16, str(writer[j]), ha="center",
+                   va="top", fontsize=9.5).set_gid(f"writer-{j}")
+        d.text(x_grid + slots * cell + 0.1, y_cache - 0.16, "decode step", ha="left",
+               va="top", fontsize=9.5)
+        # Decode's loop: the predicted token is the next step's input.
+        tok_c, next_c = 0.15 + box_w[0] / 2, right_w - 0.95 + box_w[2] / 2
+        loop_y = y_box + box_h + 0.25
+        _path_arrow(d, [(next_c, y_box + box_h), (next_c, loop_y), (tok_c, loop_y),
+                        (tok_c, y_box + box_h)])
+        d.text((tok_c + next_c) / 2, loop_y + 0.04, "becomes the next input", ha="center",
+               va="bottom", fontsize=9.5)
+        # Prefill's prediction is the first decode input: an arrow across the divider.
+        fig.add_artist(FancyArrowPatch(
+            (left_w - 0.15, y_box + box_h / 2), (left_w + 0.15, y_box + box_h / 2),
+            transform=fig.dpi_scale_trans, arrowstyle="-|>", mutation_scale=14,
+            color=_LINE, linewidth=1.4, shrinkA=0, shrinkB=0))
+        d.plot([0.02, 0.02], [0.3, height - 0.3], color="#BBBBBB", linewidth=1)
+
+        # The scores: prefill's causal triangle, then one row per decode step.
+        for i in range(P):
+            for j in range(P):
+                ok = bool(prefill_mask[i, j])
+                _cell(p, x_grid + j * cell, top - (i + 1) * cell, cell, cell,
+                      _FILL_ALLOWED if ok else _FILL_MASKED,
+                      hatch=None if ok else _HATCH_MASKED, gid=f"prefill-cell-{i}-{j}")
+            p.text(x_grid - 0.08, top - (i + 0.5) * cell, str(i), ha="right", va="center",
+                   fontsize=9)
+        p.text(x_grid - 0.35, top - P * cell / 2, "query", rotation=90, ha="right",
+               va="center", fontsize=9.5)
+        p.text(x_grid + P * cell + 0.1, top - P * cell / 2,
+               f"scores {prefill_mask.shape[0]} $\\times$ {prefill_mask.shape[1]}\n"
+               "(query $\\times$ key)\n"
+               f"causal: {blocked} future\nkeys blocked", ha="left", va="center", fontsize=9.5,
+               linespacing=1.2).set_gid("prefill-shape")
+        for k, mask in enumerate(step_masks, start=1):
+            y = top - k * cell - (k - 1) * gap
+            for j in range(mask.shape[1]):
+                ok = bool(mask[0, j])
+                _cell(d, x_grid + j * cell, y, cell, cell,
+                      _FILL_ALLOWED if ok else _FILL_MASKED,
+                      hatch=None if ok else _HATCH_MASKED, gid=f"decode-cell-{k}-{j}")
+            d.text(x_grid - 0.08, y + cell / 2, f"step {k}", ha="right", va="center",
+                   fontsize=9.5)
+            d.text(x_grid + mask.shape[1] * cell + 0.1, y + cell / 2,
+                   f"{mask.shape[0]} $\\times$ {mask.shape[1]}", ha="left", va="center",
+                   fontsize=9.5).set_gid(f"decode-shape-{k}")
+        d.text(x_grid, top - n * (cell + gap) - 0.1,
+               "each step's query sees every cached\nkey, its own included", ha="left",
+               va="top", fontsize=9.5, linespacing=1.2)
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 14. sinks
+
+_FILL_SINK = _tint(OKABE_ITO[1], 0.55)  # light orange, dotted: kept as a sink
+_HATCH_SINK = ".."
+_FILL_RECENT = _FILL_ALLOWED  # blue: kept as one of the recent keys
+
+
+def _window_style(mask: torch.Tensor, i: int, j: int, sinks: int
+                  ) -> tuple[str, str | None, str]:
+    """``(face, hatch, kind)`` of cell ``(i, j)``: sink, recent, dropped or future."""
+    if j > i:
+        return "white", None, "future"
+    if not bool(mask[i, j]):
+        return _FILL_MASKED, _HATCH_MASKED, "dropped"
+    return (_FILL_SINK, _HATCH_SINK, "sink") if j < sinks else (_FILL_RECENT, None, "recent")
+
+
+def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figure:
+    """The keys a sliding window with attention sinks keeps, and the last query's cache.
+
+    The grid is :func:`attnbook.masks.sliding_window_mask` ``(length, recent,
+    sinks=sinks)``: rows are queries, columns keys. A kept key is a *sink* (one of the
+    ``sinks`` first tokens; orange, dotted) or *recent* (one of the ``recent`` latest, the
+    query's own included; blue); a past key outside both is *dropped* (grey, hatched, as
+    masked cells in the book's heatmaps); the future, above the diagonal, is blank. A
+    legend names the four.
+
+    Under the grid, column for column: the key/value cache of the last query, from a real
+    :class:`attnbook.efficient.KVCache` ``(recent=recent, sinks=sinks)`` fed the ``length``
+    tokens one at a time (checked against the mask's last row): the sinks, a gap marked
+    "evicted", the recent tokens, each slot printing its position, and the count
+    ``sinks + recent``. Below it, for comparison, a plain window of the same size, no
+    sinks (``sliding_window_mask(length, size)``'s last row), as in the chapter's test.
+
+    gids: grid cells ``cell-i-j`` (patches); cache slots ``cache-j`` and ``plain-j``
+    (patches, ``j`` the position) with their numbers ``cache-pos-j`` and ``plain-pos-j``;
+    the counts ``cache-size`` and ``plain-size``; the title ``title``.
+
+    Args:
+        length: the number of tokens ``L``, from 2 to 24.
+        recent: the window's width, the query's own key included, from 1 to ``length``.
+        sinks: how many first tokens are always kept, from 0 to ``length - 1``.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if an argument is not an int.
+        ValueError: if an argument is out of range.
+    """
+    L = _require_int("length", length, 2, 24)
+    w = _require_int("recent", recent, 1, L)
+    s = _require_int("sinks", sinks, 0, L - 1)
+    mask = sliding_window_mask(L, w, sinks=s)  # (L, L)
+    cache = KVCache(recent=w, sinks=s)
+    for _ in range(L):  # decode the L tokens one at a time
+        cache.append(torch.zeros(1, 1), torch.zeros(1, 1))
+    kept = cache.positions.tolist()
+    if kept != mask[-1].nonzero()[:, 0].tolist():  # pragma: no cover - the package's promise
+        raise AssertionError("the windowed cache and the mask's last row disagree")
+    size, kept_sinks = len(kept), sum(j < s for j in kept)
+    plain = sliding_window_mask(L, size)[-1].nonzero()[:, 0].tolist()  # (size,) positions
+    kinds = {_window_style(mask, i, j, s)[2] for i in range(L) for j in range(L)}
+
+    cell = min(0.3, 4.8 / L)
+    grid_w = L * cell
+    x_grid = 0.8
+    x_right = x_grid + max(grid_w, 3.0) + 0.35  # the legend and the counts
+    width = x_right + 2.45
+    legend = [(kind, face, hatch, text) for kind, face, hatch, text in (
+        ("sink", _FILL_SINK, _HATCH_SINK, "sink: the first token,\nkept for every query"
+         if s == 1 else f"sink: one of the first {s}\ntokens, kept for every query"),
+        ("recent", _FILL_RECENT, None, "recent: the latest key,\nthe query's own" if w == 1
+         else f"recent: the {w} latest keys,\nthe query's own included"),
+        ("dropped", _FILL_MASKED, _HATCH_MASKED, "evicted: past, outside\nthe window"),
+        ("future", "white", None, "future: blocked by the\ncausal mask")) if kind in kinds]
+    region_h = max(L * cell, 0.5 * len(legend))
+    row_h = 0.3 + cell + 0.2  # a heading, the slots, a gap
+    height = 0.85 + region_h + 0.2 + 2 * row_h + 0.05
+    top = height - 0.85  # the grid's top edge
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        ax.text(width / 2, height - 0.12, f"A sliding window: recent = {w}, sinks = {s}",
+                ha="center", va="top", fontsize=12, weight="bold").set_gid("title")
+        for i in range(L):
+            for j in range(L):
+                face, hatch, _ = _window_style(mask, i, j, s)
+                _cell(ax, x_grid + j * cell, top - (i + 1) * cell, cell, cell, face,
+                      hatch=hatch, gid=f"cell-{i}-{j}")
+            ax.text(x_grid - 0.07, top - (i + 0.5) * cell, str(i), ha="right",
+                    va="center", fontsize=9)
+            if cell >= 0.25 or i % 2 == 0:  # every other key when the cells are small
+                ax.text(x_grid + (i + 0.5) * cell, top + 0.05, str(i), ha="center",
+                        va="bottom", fontsize=9)
+        ax.text(x_grid + grid_w / 2, top + 0.28, "key", ha="center", va="bottom",
+                fontsize=10)
+        ax.text(x_grid - 0.38, top - L * cell / 2, "query", ha="right", va="center",
+                rotation=90, fontsize=10)
+        for k, (_, face, hatch, text) in enumerate(legend):
+            y = top - 0.5 * k - 0.25
+            _cell(ax, x_right, y - 0.11, 0.26, 0.22, face, hatch=hatch, linewidth=0.8)
+            ax.text(x_right + 0.36, y, text, ha="left", va="center", fontsize=9.5,
+                    linespacing=1.15)
+
+        # The cache of the last query, then a plain window of the same size.
+        y_row = top - region_h - 0.2 - 0.3 - cell
+        for gid, positions, heading, count in (
+                ("cache", kept, f"key/value cache of the last query ({L - 1})",
+                 f"{_plural(size, 'slot')} = {kept_sinks} sink{'s' * (kept_sinks != 1)}"
+                 f" + {size - kept_sinks} recent"),
+                ("plain", plain, f"plain window of {size}, no sinks, for comparison",
+                 f"{_plural(size, 'slot')} = {size} recent")):
+            ax.text(x_grid, y_row + cell + 0.06, heading, ha="left", va="bottom",
+                    fontsize=9.5)
+            for j in positions:
+                face = _FILL_SINK if j < s and gid == "cache" else _FILL_RECENT
+                _cell(ax, x_grid + j * cell, y_row, cell, cell, face, gid=f"{gid}-{j}",
+                      linewidth=0.8)
+                ax.text(x_grid + (j + 0.5) * cell, y_row + cell / 2, str(j), ha="center",
+                        va="center", fontsize=9, zorder=3,
+                        bbox={"boxstyle": "square,pad=0.05", "facecolor": face,
+                              "edgecolor": "none"}).set_gid(f"{gid}-pos-{j}")
+            evicted = [j for j in range(L) if j not in positions]
+            for start in [j for j in evicted if j - 1 not in evicted]:
+                stop = next(j for j in range(start, L + 1) if j not in evicted)
+                ax.add_patch(Rectangle((x_grid + start * cell, y_row), (stop - start) * cell,
+                                       cell, facecolor="none", edgecolor="#888888",
+                                       linestyle=(0, (3, 2)), linewidth=0.9, zorder=2))
+                if (stop - start) * cell >= 0.7:
+                    ax.text(x_grid + (start + stop) / 2 * cell, y_row + cell / 2, "evicted",
+                            ha="center", va="center", fontsize=9.5, color="#333333")
+            ax.text(x_right, y_row + cell / 2,
+                    f"{count}\n{len(evicted)} evicted" if evicted else f"{count}\nnothing "
+                    "evicted", ha="left", va="center", fontsize=9.5,
+                    linespacing=1.15).set_gid(f"{gid}-size")
+            y_row -= row_h
+    return _check_width(fig)
