@@ -1039,10 +1039,11 @@ def test_window_with_sinks_cells_are_the_masks(length, recent, sinks):
         patch = patches[f"cell-{i}-{j}"]
         if face(patch) == sink:  # sinks are dotted: not told apart by colour alone
             assert patch.get_hatch() == diagrams._HATCH_SINK
-        elif j > i:  # the future is blank
-            assert face(patch) == to_rgba("white") and not patch.get_hatch()
-        elif not mask[i, j]:  # dropped: grey and hatched
+        elif j > i:  # the future: grey and hatched, as the mask's forbidden cells everywhere
             assert face(patch) == to_rgba(diagrams._FILL_MASKED) and patch.get_hatch()
+        elif not mask[i, j]:  # evicted: a colour and a hatch of its own
+            assert face(patch) == to_rgba(diagrams._FILL_EVICTED)
+            assert patch.get_hatch() == diagrams._HATCH_EVICTED
         else:
             assert not patch.get_hatch()
 
@@ -1079,7 +1080,8 @@ def test_window_with_sinks_marks_the_evicted_gap_in_words():
     fig = diagrams.window_with_sinks(12, 4, 2)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("evicted") == 2  # the gap in both caches
-    assert texts.count("sink: one of the first 2\ntokens, kept for every query") == 1
+    # Query 0 cannot see key 1: a sink is kept for the queries after it.
+    assert texts.count("sink: one of the first 2 tokens,\nkept for every later query") == 1
     assert "A sliding window: recent = 4, sinks = 2" in texts
 
 

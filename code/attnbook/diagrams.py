@@ -2338,15 +2338,19 @@ def prefill_and_decode(prompt: int = 5, new: int = 3) -> Figure:
 _FILL_SINK = _tint(OKABE_ITO[1], 0.55)  # light orange, dotted: kept as a sink
 _HATCH_SINK = ".."
 _FILL_RECENT = _FILL_ALLOWED  # blue: kept as one of the recent keys
+# Evicted: allowed by the causal mask, dropped by the window (light reddish purple, crossed), so
+# that grey and hatched keeps its meaning everywhere in the book: the future, forbidden.
+_FILL_EVICTED = _FILL_CROSS
+_HATCH_EVICTED = "xx"
 
 
 def _window_style(mask: torch.Tensor, i: int, j: int, sinks: int
                   ) -> tuple[str, str | None, str]:
     """``(face, hatch, kind)`` of cell ``(i, j)``: sink, recent, dropped or future."""
     if j > i:
-        return "white", None, "future"
+        return _FILL_MASKED, _HATCH_MASKED, "future"
     if not bool(mask[i, j]):
-        return _FILL_MASKED, _HATCH_MASKED, "dropped"
+        return _FILL_EVICTED, _HATCH_EVICTED, "dropped"
     return (_FILL_SINK, _HATCH_SINK, "sink") if j < sinks else (_FILL_RECENT, None, "recent")
 
 
@@ -2356,9 +2360,9 @@ def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figu
     The grid is :func:`attnbook.masks.sliding_window_mask` ``(length, recent,
     sinks=sinks)``: rows are queries, columns keys. A kept key is a *sink* (one of the
     ``sinks`` first tokens; orange, dotted) or *recent* (one of the ``recent`` latest, the
-    query's own included; blue); a past key outside both is *dropped* (grey, hatched, as
-    masked cells in the book's heatmaps); the future, above the diagonal, is blank. A
-    legend names the four.
+    query's own included; blue); a past key outside both is *evicted* (light purple,
+    crossed); the future, above the diagonal, is grey and hatched, as forbidden cells are in
+    the book's heatmaps. A legend names the four.
 
     Under the grid, column for column: the key/value cache of the last query, from a real
     :class:`attnbook.efficient.KVCache` ``(recent=recent, sinks=sinks)`` fed the ``length``
@@ -2403,12 +2407,13 @@ def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figu
     x_right = x_grid + max(grid_w, 3.0) + 0.35  # the legend and the counts
     width = x_right + 2.45
     legend = [(kind, face, hatch, text) for kind, face, hatch, text in (
-        ("sink", _FILL_SINK, _HATCH_SINK, "sink: the first token,\nkept for every query"
-         if s == 1 else f"sink: one of the first {s}\ntokens, kept for every query"),
+        ("sink", _FILL_SINK, _HATCH_SINK, "sink: the first token,\nkept for every later query"
+         if s == 1 else f"sink: one of the first {s} tokens,\nkept for every later query"),
         ("recent", _FILL_RECENT, None, "recent: the latest key,\nthe query's own" if w == 1
          else f"recent: the {w} latest keys,\nthe query's own included"),
-        ("dropped", _FILL_MASKED, _HATCH_MASKED, "evicted: past, outside\nthe window"),
-        ("future", "white", None, "future: blocked by the\ncausal mask")) if kind in kinds]
+        ("dropped", _FILL_EVICTED, _HATCH_EVICTED, "evicted: past, outside\nthe window"),
+        ("future", _FILL_MASKED, _HATCH_MASKED, "future: blocked by the\ncausal mask")
+    ) if kind in kinds]
     region_h = max(L * cell, 0.5 * len(legend))
     row_h = 0.3 + cell + 0.2  # a heading, the slots, a gap
     height = 0.85 + region_h + 0.2 + 2 * row_h + 0.05
