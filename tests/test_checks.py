@@ -1486,7 +1486,7 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                               check_nearest_by_cosine, ("nearest_by_cosine",)),
     "dot-product-similarity-ex3": ("dot_product_similarity", "dot-product-similarity",
                                    check_batched_raw_attention, ("batched_raw_attention",)),
-    "scaling-ex3": ("scaling", "scaling", check_stable_softmax, ("my_softmax",)),
+    "scaling-ex2": ("scaling", "scaling", check_stable_softmax, ("my_softmax",)),
     "attention-maps-ex3": ("attention_maps", "attention-maps", check_row_entropy,
                            ("row_entropy",)),
     "pytorch-implementation-ex1": ("pytorch_implementation", "pytorch-implementation",

@@ -17,8 +17,8 @@ For every folder:
 - the folder has at least :data:`MOST_MUTANTS` mutants and two right answers of each of its
   functions.
 
-A mutant of a function that only the chapter checks (the positions and language-model
-chapters have more checked exercises than their folders) runs through the checker alone.
+An entry that no solution.py can define (an instance where the folder asks for a class), or
+of a function that only a chapter checks, runs through the checker alone.
 """
 
 from __future__ import annotations

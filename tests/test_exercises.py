@@ -1,33 +1,31 @@
 """The problem set in ``exercises/``: untouched stubs fail readably, reference solutions pass.
 
-The whole set is run the way a reader runs all of it, ``python -m pytest exercises``, in a
-subprocess, twice: once with every pristine stub and once with every reference solution
-(``tests/exercise_solutions/<name>.py``). Each run works on a temporary copy of the folders
-whose ``solution.py`` files are replaced, so nothing ever writes to a file in ``exercises/``;
-its JUnit report tells each folder's outcome apart. (``exercises/README.md`` explains why the
-folders' ``solution.py`` files never mix when pytest collects them together.)
+The whole set is graded the way a teacher grades it, ``python -m attnbook.grade exercises/*``
+(one pytest run in a subprocess), twice: once with every pristine stub, which must score 0
+with its own message, and once with every reference solution
+(``tests/exercise_solutions/<name>.py``), which must earn every point. The grader works on a
+temporary copy of the folders, so nothing ever writes to a file in ``exercises/``.
+(``exercises/README.md`` explains why the folders' ``solution.py`` files never mix when pytest
+collects them together.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from xml.etree import ElementTree
 
 import pytest
 import torch
 from torch import nn
 
+from attnbook.decoder import DecoderConfig
 from attnbook.efficient import KVCache
+from attnbook.grade import FolderReport, grade
 from attnbook.masks import causal_mask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +40,7 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     "dot_product_similarity": ("dot-product-similarity", "dot-product-similarity-ex3", {
         "batched_raw_attention": lambda m: m.batched_raw_attention(torch.randn(2, 3, 4)),
     }),
-    "scaling": ("scaling", "scaling-ex3", {
+    "scaling": ("scaling", "scaling-ex2", {
         "my_softmax": lambda m: m.my_softmax(torch.randn(2, 3)),
     }),
     "attention_maps": ("attention-maps", "attention-maps-ex3", {
@@ -69,13 +67,20 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     "efficient_attention": ("efficient-attention", "efficient-attention-ex3", {
         "online_normalizer": lambda m: m.online_normalizer(iter([0.5, 2.0, -1.0])),
     }),
-    "positions": ("positions", "positions-ex2", {
+    "positions": ("positions", "positions-ex1", {
+        "my_sinusoidal": lambda m: m.my_sinusoidal(4, 6),
         "rope_interleaved": lambda m: m.rope_interleaved(torch.randn(2, 3, 4), torch.arange(3)),
+        "my_alibi_slopes": lambda m: m.my_alibi_slopes(8),
     }),
-    "language_model": ("language-model", "language-model-ex3", {
+    "language_model": ("language-model", "language-model-ex1", {
+        "repeat_kv": lambda m: m.repeat_kv(torch.randn(1, 3, 4, 8), 9),
+        "cache_bytes_per_token": lambda m: m.cache_bytes_per_token(
+            DecoderConfig(vocab_size=100, d_model=32, num_layers=2, num_heads=4,
+                          num_kv_heads=2, d_ff=64), 4),
         "cached_rope_step": lambda m: m.cached_rope_step(
             torch.randn(1, 4, 1, 8), torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8),
             KVCache(), 100000.0),
+        "window_mask": lambda m: m.window_mask(8, 3, 2),
     }),
     "induction_heads": ("induction-heads", "induction-heads-ex1", {
         "prefix_matching_score": lambda m: m.prefix_matching_score(torch.rand(3, 8, 8), 4),
@@ -118,40 +123,16 @@ def stub_messages(name: str, tmp_path: Path) -> list[str]:
     return messages
 
 
-@dataclass
-class FolderRun:
-    """One folder's part of a run of the whole set: its tests' outcomes and messages."""
-
-    passed: int
-    failed: int
-    #: Every failure's message and traceback, one after the other.
-    failures: str
+def grade_all(solutions: dict[str, Path]) -> dict[str, FolderReport]:
+    """Every folder graded by ``attnbook.grade`` with these ``solution.py`` files: one pytest
+    run over temporary copies, as ``python -m attnbook.grade exercises/*`` runs it."""
+    reports = grade([EXERCISES / name for name in FOLDERS], solutions=solutions, timeout=900)
+    return {Path(report.folder).name: report for report in reports}
 
 
-def run_pytest(copies: Path) -> tuple[int, dict[str, FolderRun]]:
-    """``python -m pytest <copies>`` as a reader runs the set, writing nothing to the folders:
-    the return code and, per folder, what its tests did."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}
-    report = copies.with_suffix(".xml")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         f"--junitxml={report}", copies.name],
-        cwd=copies.parent, env=env, capture_output=True, text=True, timeout=900)
-    assert report.is_file(), f"pytest wrote no report:\n{(result.stdout + result.stderr)[-4000:]}"
-    folders: dict[str, FolderRun] = {}
-    for case in ElementTree.parse(report).iter("testcase"):
-        # classname is "<copies>.<folder>.test_<folder>" (pytest's rootdir-relative module)
-        folder = case.get("classname", "").removeprefix(f"{copies.name}.").split(".")[0]
-        run = folders.setdefault(folder, FolderRun(0, 0, ""))
-        problems = [child for child in case if child.tag in ("failure", "error")]
-        if problems:
-            run.failed += 1
-            run.failures += "".join(f"{p.get('message', '')}\n{p.text or ''}\n"
-                                    for p in problems)
-        elif not any(child.tag == "skipped" for child in case):
-            run.passed += 1
-    return result.returncode, folders
+def failures(report: FolderReport) -> str:
+    """Every failed test's message and traceback, one after the other."""
+    return "\n".join(test.output for test in report.tests if test.status != "passed")
 
 
 def file_hash(path: Path) -> str:
@@ -160,19 +141,16 @@ def file_hash(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[dict[str, Future[tuple[int, dict[str, FolderRun]]]]]:
-    """The whole set run twice, concurrently, each time on a temporary copy: with the pristine
-    stubs ("stub") and with the reference solutions ("solution") as solution.py."""
-    base = tmp_path_factory.mktemp("exercise-runs")
-    copies = {"stub": base / "stubs", "solution": base / "solutions"}
+         ) -> Iterator[dict[str, Future[dict[str, FolderReport]]]]:
+    """The whole set graded twice, concurrently: with the pristine stubs ("stub") and with the
+    reference solutions ("solution") as solution.py. Nothing in exercises/ is written."""
+    stubs = tmp_path_factory.mktemp("pristine-stubs")
     for name in FOLDERS:
-        for folder in copies.values():
-            shutil.copytree(EXERCISES / name, folder / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        (copies["stub"] / name / "solution.py").write_text(pristine_stub(name))
-        shutil.copyfile(SOLUTIONS / f"{name}.py", copies["solution"] / name / "solution.py")
+        (stubs / f"{name}.py").write_text(pristine_stub(name))
+    solutions = {"stub": {name: stubs / f"{name}.py" for name in FOLDERS},
+                 "solution": {name: SOLUTIONS / f"{name}.py" for name in FOLDERS}}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {kind: pool.submit(run_pytest, folder) for kind, folder in copies.items()}
+        yield {kind: pool.submit(grade_all, files) for kind, files in solutions.items()}
 
 
 def test_one_folder_per_implement_exercise():
@@ -220,23 +198,21 @@ def test_stub_raises_not_implemented(name, tmp_path):
 def test_untouched_stub_fails_with_its_message(name, runs, tmp_path):
     stub = EXERCISES / name / "solution.py"
     before = file_hash(stub)
-    returncode, folders = runs["stub"].result()
-    assert returncode == 1, f"pytest exercises/ on the stubs returned {returncode}"
-    run = folders.get(name)
-    assert run is not None and run.failed > 0, f"no test of exercises/{name} ran on its stub"
-    assert run.passed == 0, f"{run.passed} tests of exercises/{name} passed on the stub"
-    log = run.failures
+    report = runs["stub"].result()[name]
+    assert report.refused == [], report.refused
+    assert report.tests and report.score == 0, (
+        f"{report.score} points for the stub of exercises/{name}")
+    assert all(test.status == "failed" for test in report.tests)
+    log = failures(report)
     assert f"NotImplementedError: {stub_messages(name, tmp_path)[0]}" in log, log[-4000:]
     assert "ExerciseCheckError" in log and "hint: replace the `raise NotImplementedError" in log
     assert file_hash(stub) == before
 
 
 @pytest.mark.parametrize("name", FOLDERS)
-def test_reference_solution_passes(name, runs):
-    returncode, folders = runs["solution"].result()
-    run = folders.get(name)
-    assert run is not None and run.passed > 0, f"no test of exercises/{name} ran"
-    assert run.failed == 0, f"pytest on the reference solution of {name}:\n{run.failures[-4000:]}"
-    # a failure elsewhere is that folder's test; without one, pytest itself must succeed
-    assert returncode == 0 or any(other.failed for other in folders.values()), (
-        f"pytest exercises/ on the reference solutions returned {returncode}")
+def test_reference_solution_earns_every_point(name, runs):
+    report = runs["solution"].result()[name]
+    assert report.refused == [], f"the grader refuses the reference solution: {report.refused}"
+    assert report.score == report.max_score > 0, (
+        f"{report.score} of {report.max_score} points for the reference solution of {name}:\n"
+        f"{failures(report)[-4000:]}")

@@ -1,4 +1,4 @@
-"""Exercise scaling-ex3: a numerically stable softmax.
+"""Exercise scaling-ex2: a numerically stable softmax.
 
 Replace the `raise NotImplementedError(...)` below with your code, then run
 `.venv/bin/python -m pytest exercises/scaling` from the repository root.

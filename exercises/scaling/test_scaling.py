@@ -1,4 +1,4 @@
-"""Tests of exercise scaling-ex3. Run from the repository root:
+"""Tests of exercise scaling-ex2. Run from the repository root:
 `.venv/bin/python -m pytest exercises/scaling`."""
 
 import torch

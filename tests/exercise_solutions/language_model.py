@@ -1,8 +1,8 @@
 """Solutions of the chapter `language-model`, written from scratch in plain torch.
 
-exercises/language_model is cached_rope_step (language-model-ex3); repeat_kv
-(language-model-ex1), cache_bytes_per_token (language-model-ex2) and window_mask
-(language-model-ex4) are the chapter's other three checked exercises.
+exercises/language_model holds the chapter's four checked exercises: repeat_kv
+(language-model-ex1), cache_bytes_per_token (language-model-ex2), cached_rope_step
+(language-model-ex3) and window_mask (language-model-ex4).
 cached_rope_step uses the cache it is given (its next_position, append and attend) and
 nothing else of the package.
 """

@@ -1,7 +1,7 @@
 """Solutions of the chapter `positions`, written from scratch in plain torch.
 
-exercises/positions is rope_interleaved (positions-ex2); my_sinusoidal (positions-ex1) and
-my_alibi_slopes (positions-ex3) are the chapter's other two checked exercises.
+exercises/positions holds the chapter's three checked exercises: my_sinusoidal (positions-ex1),
+rope_interleaved (positions-ex2) and my_alibi_slopes (positions-ex3).
 """
 
 from __future__ import annotations
