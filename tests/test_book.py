@@ -18,6 +18,8 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_sphinx  # noqa: E402
 from attnbook_sphinx import UNREPAIRED_CITATION_LIST, UNREPAIRED_TOGGLE  # noqa: E402
 
+from attnbook.course import reading_minutes  # noqa: E402
+
 pytestmark = pytest.mark.book
 
 PAGES = toc_pages()
@@ -321,6 +323,31 @@ def test_chapter_main_path_fits_one_sitting(built_book: Path, page: str) -> None
     assert not one_sitting_faults(page), f"{page}: {one_sitting_faults(page)}"
 
 
+#: How far the teacher's page's count of a chapter's main path, made on the chapter's source
+#: (``attnbook.course.main_path_words``), may stray from the count on the built page.
+TEACHING_COUNT_TOLERANCE = 0.10
+
+
+def test_teaching_page_reading_load_is_the_built_pages(built_book: Path) -> None:
+    """The teacher's page gives each chapter's main-path words and reading time; they agree
+    with the built chapter within 10 %, and the time is the words at the stated pace."""
+    table = next(t for t in soup("book/teaching").select("main article table")
+                 if "main path, words" in t.get_text())
+    rows = {}
+    for row in table.select("tbody tr"):
+        cells = [cell.get_text(" ").strip() for cell in row.select("td")]
+        number = int(cells[0].split(".")[0])
+        rows[number] = (int(cells[1].replace(",", "")), int(cells[2].split()[0]))
+    pages = chapter_pages()
+    assert sorted(rows) == list(range(1, len(pages) + 1))
+    for number, page in enumerate(pages, start=1):
+        words, minutes = rows[number]
+        built = main_path(page)["words"]
+        assert abs(words - built) <= TEACHING_COUNT_TOLERANCE * built, (
+            f"{page}: the teacher's page counts {words} words, the built page {built}")
+        assert minutes == reading_minutes(words)
+
+
 def test_main_path_count_leaves_out_what_a_reader_may_skip(built_book: Path) -> None:
     """The count is not vacuous: it is well above zero, below the whole page's prose, and
     it grows when a folded answer is unfolded into a plain paragraph."""
@@ -443,10 +470,13 @@ def test_buttons_stay_off_without_a_repository_url(built_book: Path) -> None:
 
 
 def test_setting_the_repository_url_switches_the_buttons_on(tmp_path: Path) -> None:
-    """A test build of two pages with a sample repository address in the one setting."""
+    """A test build of two pages with a sample repository address in the one setting (the
+    front page's links to pages left out of it are let through)."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["repository"]["url"] = SAMPLE_REPOSITORY
     config["sphinx"]["local_extensions"] = {"attnbook_sphinx": str(ROOT / "book" / "_ext")}
+    config["sphinx"]["config"]["suppress_warnings"] = [
+        *config["sphinx"]["config"].get("suppress_warnings", []), "ref.ref"]
     config_file = tmp_path / "_config.yml"
     config_file.write_text(yaml.safe_dump(config))
     toc_file = tmp_path / "_toc.yml"

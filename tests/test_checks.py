@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_solutions.attention_layer import padded_causal_mask, peeks_ahead
 from exercise_solutions.causal_masks import my_causal_mask, my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
@@ -53,6 +54,8 @@ from attnbook.checks import (
     check_multi_head_attention,
     check_nearest_by_cosine,
     check_online_normalizer,
+    check_padded_causal_mask,
+    check_peeks_ahead,
     check_prefix_matching_score,
     check_repeat_kv,
     check_repeat_pattern,
@@ -224,6 +227,44 @@ def copying_score_with_numpy(w_v, w_o, embed, unembed):
     small = w_v.numpy() @ embed.numpy().T @ unembed.numpy() @ w_o.numpy()
     eigenvalues = np.linalg.eigvals(small.astype(np.float64))
     return eigenvalues.real.sum() / np.abs(eigenvalues).sum()
+
+
+def padded_mask_with_tril(lengths, L):
+    """The chapter's way: the causal triangle, and the real keys broadcast over it."""
+    real_key = torch.arange(L) < lengths[:, None]  # (B, L)
+    return torch.ones(L, L, dtype=torch.bool).tril() & real_key[:, None, None, :]
+
+
+def padded_mask_with_loops(lengths, L):
+    mask = torch.zeros(len(lengths), 1, L, L, dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        for i in range(L):
+            for j in range(min(i + 1, n)):
+                mask[b, 0, i, j] = True
+    return mask
+
+
+def peeks_with_random_tokens(layer, x):
+    """The chapter's solution: a random new token, an exact comparison."""
+    with torch.no_grad():
+        output = layer(x)[0]
+        for t in range(1, x.shape[1]):
+            changed = x.clone()
+            changed[:, t] = torch.randn(x.shape[0], x.shape[2])
+            if not torch.equal(layer(changed)[0][:, :t], output[:, :t]):
+                return t
+    return None
+
+
+def peeks_with_noise_and_ne(layer, x):
+    """Noise added to the token, any difference counted with !=, gradients left on."""
+    output = layer(x)[0]
+    for t in range(1, x.shape[1]):
+        changed = torch.cat([x[:, :t], x[:, t:t + 1] + torch.randn_like(x[:, t:t + 1]),
+                             x[:, t + 1:]], dim=1)
+        if (layer(changed)[0][:, :t] != output[:, :t]).any():
+            return t
+    return None
 
 
 # ----------------------------------------------------------------------- typical mistakes
@@ -1426,6 +1467,99 @@ def masked_over_the_queries(scores, mask):
     return weights.masked_fill(~mask, 0.0)
 
 
+def _positions(L):
+    return torch.arange(L)[:, None], torch.arange(L)[None, :]  # queries (L, 1), keys (1, L)
+
+
+def padded_mask_of_the_pads(lengths, L):
+    return ~padded_causal_mask(lengths, L)  # True = hide
+
+
+def padded_mask_without_the_diagonal(lengths, L):
+    i, j = _positions(L)
+    return (j < i) & (j < lengths[:, None, None, None])
+
+
+def padded_mask_on_the_queries(lengths, L):
+    i, j = _positions(L)
+    return (j <= i) & (i < lengths[:, None, None, None])
+
+
+def padded_mask_keeping_one_pad(lengths, L):
+    i, j = _positions(L)
+    return (j <= i) & (j <= lengths[:, None, None, None])
+
+
+def padded_mask_without_padding(lengths, L):
+    i, j = _positions(L)
+    return ((j <= i) & (lengths[:, None, None, None] > 0)).expand(len(lengths), 1, L, L)
+
+
+def padded_mask_without_heads(lengths, L):
+    return padded_causal_mask(lengths, L)[:, 0]  # (B, L, L)
+
+
+def padded_mask_as_floats(lengths, L):
+    return padded_causal_mask(lengths, L).float()
+
+
+def padded_mask_of_the_longest(lengths, L):
+    return padded_causal_mask(lengths, int(lengths.max()))
+
+
+def _peeks(layer, x, *, width=0, step=0, change=None, same=torch.equal, sequences=slice(None),
+           copy=True, order=None):
+    """peeks_ahead with one mistake: outputs up to t + width compared, t + step returned,
+    token t replaced by change(x, t), compared with same(), on some sequences, x changed
+    in place (copy=False), or the positions tried in another order."""
+    with torch.no_grad():
+        output = layer(x)[0]
+        for t in order or range(1, x.shape[1]):
+            changed = x.clone() if copy else x
+            changed[:, t] = (torch.randn(x.shape[0], x.shape[2]) if change is None
+                             else change(x, t))
+            new = layer(changed)[0]
+            if not same(new[sequences, :t + width], output[sequences, :t + width]):
+                return t + step
+    return None
+
+
+def peeks_including_t(layer, x):
+    return _peeks(layer, x, width=1)
+
+
+def peeks_with_allclose(layer, x):
+    return _peeks(layer, x, same=torch.allclose)
+
+
+def peeks_returning_t_minus_1(layer, x):
+    return _peeks(layer, x, step=-1)
+
+
+def peeks_with_zeros(layer, x):
+    return _peeks(layer, x, change=lambda x, t: 0.0)
+
+
+def peeks_with_the_token_before(layer, x):
+    return _peeks(layer, x, change=lambda x, t: x[:, t - 1])
+
+
+def peeks_at_sequence_0(layer, x):
+    return _peeks(layer, x, sequences=0)
+
+
+def peeks_in_place(layer, x):
+    return _peeks(layer, x, copy=False)
+
+
+def peeks_until_L_minus_2(layer, x):
+    return _peeks(layer, x, order=range(1, x.shape[1] - 1))
+
+
+def peeks_from_the_end(layer, x):
+    return _peeks(layer, x, order=range(x.shape[1] - 1, 0, -1))
+
+
 # ----------------------------------------------------------------------------------- tests
 
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
@@ -1468,6 +1602,10 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
     (check_mean_ablation, (mean_ablate_with_a_mask,)),
     (check_copying_score, (copying_score_from_the_vocab,)),
     (check_copying_score, (copying_score_with_numpy,)),
+    (check_padded_causal_mask, (padded_mask_with_tril,)),
+    (check_padded_causal_mask, (padded_mask_with_loops,)),
+    (check_peeks_ahead, (peeks_with_random_tokens,)),
+    (check_peeks_ahead, (peeks_with_noise_and_ne,)),
 ]
 
 
@@ -1499,6 +1637,10 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                                  check_split_merge_heads, ("my_split_heads", "my_merge_heads")),
     "multi-head-attention-ex5": ("multi_head_attention", "multi-head-attention",
                                  check_multi_head_attention, ("my_multi_head_attention",)),
+    "attention-layer-ex1": ("attention_layer", "attention-layer", check_padded_causal_mask,
+                            ("padded_causal_mask",)),
+    "attention-layer-ex2": ("attention_layer", "attention-layer", check_peeks_ahead,
+                            ("peeks_ahead",)),
     "training-attention-ex3": ("training_attention", "training-attention",
                                check_repeat_pattern, ("repeat_pattern",)),
     "efficient-attention-ex3": ("efficient_attention", "efficient-attention",
@@ -1523,14 +1665,39 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
 }
 
 
-def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[str, object]:
-    """The definitions of ``names`` in the solution cells of exercise ``label``, run on their
-    own with what every chapter imports (torch, nn, F, math) and what those cells import."""
-    text = (ROOT / "book" / f"{chapter}.md").read_text()
-    start = text.index(f"```{{solution-start}} {label}\n")
-    solution = text[start:text.index("```{solution-end}", start)]
+def mask_of_the_padded_layer(namespace: dict[str, object]) -> dict[str, object]:
+    """The chapter's ``PaddedCausalSelfAttention`` as ``padded_causal_mask(lengths, L)``:
+    where the layer masks, its weights are exp(-inf) = 0 exactly; elsewhere positive."""
+    def padded_causal_mask(lengths, L):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            layer = namespace["PaddedCausalSelfAttention"](8, 2).eval()
+        x = torch.randn(len(lengths), L, 8, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            _, weights = layer(x, lengths)  # (B, h, L, L)
+        return weights[:, :1] > 0  # (B, 1, L, L)
+
+    return {"padded_causal_mask": padded_causal_mask}
+
+
+#: Exercises whose chapter solves them inside a layer while the folder asks for the piece
+#: the layer is built around: label -> (the classes the solution defines, the classes it
+#: builds on from earlier in the chapter, what turns them into the folder's definitions).
+IN_A_LAYER: dict[str, tuple[tuple[str, ...], tuple[str, ...], Callable]] = {
+    "attention-layer-ex1": (("PaddedCausalSelfAttention",), ("CausalSelfAttention",),
+                            mask_of_the_padded_layer),
+}
+
+
+def cells_defining(text: str, names: tuple[str, ...], *, every_cell: bool = True
+                   ) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The imports and the definitions of ``names`` in the code cells of ``text``: the
+    imports of every cell, or (``every_cell=False``) of the cells defining one of them."""
     imports, definitions = [], []
-    for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", solution, flags=re.S):
+    for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, flags=re.S):
+        if not every_cell and not re.search(rf"^(def|class) ({'|'.join(names)})\b", cell,
+                                            flags=re.M):
+            continue
         cell = re.sub(r"\A---\n.*?\n---\n", "", cell, flags=re.S)  # front matter
         cell = re.sub(r"\A(:[^\n]*\n)+", "", cell)  # options such as :tags:
         body = ast.parse(cell).body
@@ -1538,11 +1705,31 @@ def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[s
         definitions += [node for node in body
                         if isinstance(node, ast.FunctionDef | ast.ClassDef)
                         and node.name in names]
-    assert sorted(node.name for node in definitions) == sorted(names), (
-        f"the solution of {label} in book/{chapter}.md no longer defines {names}")
+    return imports, definitions
+
+
+def chapter_solution(chapter: str, label: str, names: tuple[str, ...]) -> dict[str, object]:
+    """The definitions of ``names`` in the solution cells of exercise ``label``, run on their
+    own with what every chapter imports (torch, nn, F, math) and what those cells import.
+    For an exercise of :data:`IN_A_LAYER`, the solution's layer turned into them."""
+    text = (ROOT / "book" / f"{chapter}.md").read_text()
+    start = text.index(f"```{{solution-start}} {label}\n")
+    solution = text[start:text.index("```{solution-end}", start)]
+    defined, bases, adapter = IN_A_LAYER.get(label, (names, (), None))
+    imports, definitions = cells_defining(solution, defined)
+    assert sorted(node.name for node in definitions) == sorted(defined), (
+        f"the solution of {label} in book/{chapter}.md no longer defines {defined}")
+    if bases:
+        base_imports, base_definitions = cells_defining(text[:start], bases,
+                                                        every_cell=False)
+        assert sorted(node.name for node in base_definitions) == sorted(bases), (
+            f"book/{chapter}.md no longer defines {bases} before the solution of {label}")
+        imports, definitions = base_imports + imports, base_definitions + definitions
     namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
     exec(compile(ast.Module(body=imports + definitions, type_ignores=[]),
                  f"book/{chapter}.md", "exec"), namespace)
+    if adapter is not None:
+        namespace = adapter(namespace)
     return {name: namespace[name] for name in names}
 
 
@@ -2113,6 +2300,64 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
     ("copying score normalising w_v in place", check_copying_score,
      (copying_normalising_in_place,),
      ["check 1", "changed its argument `w_v` in place", "the weights belong to the model"]),
+    ("padded mask of the keys to hide", check_padded_causal_mask, (padded_mask_of_the_pads,),
+     ["check 1 (the chapter's two sequences: lengths [6, 3], L = 6)",
+      "wrong mask padded_mask_of_the_pads(lengths, 6): first wrong at query 0 of mask[0, 0]",
+      "lengths = [6, 3], L = 6", "expected[0, 0, 0] = x . . . . .",
+      "got[0, 0, 0]      = . x x x x x", "True means 'may attend'", "Negate it"]),
+    ("padded mask without the diagonal", check_padded_causal_mask,
+     (padded_mask_without_the_diagonal,),
+     ["check 1", "got[0, 0, 0]      = . . . . . .", "a query may see itself", "not `j < i`"]),
+    ("padded mask on the queries", check_padded_causal_mask, (padded_mask_on_the_queries,),
+     ["check 1", "first wrong at query 3 of mask[1, 0]", "expected[1, 0, 3] = x x x . . .",
+      "got[1, 0, 3]      = . . . . . .", "the padding is on the keys",
+      "Yours hides the rows of the padded queries instead"]),
+    ("padded mask keeping one pad", check_padded_causal_mask, (padded_mask_keeping_one_pad,),
+     ["check 1", "got[1, 0, 3]      = x x x x . .", "not j <= lengths[b]: yours keeps the "
+      "first pad"]),
+    ("padded mask without the padding", check_padded_causal_mask,
+     (padded_mask_without_padding,),
+     ["check 1", "got[1, 0, 3]      = x x x x . .", "the padding is missing"]),
+    ("padded mask without the head dimension", check_padded_causal_mask,
+     (padded_mask_without_heads,),
+     ["check 1", "wrong shape of the mask padded_mask_without_heads(lengths, 6): got (2, 6, "
+      "6), expected (2, 1, 6, 6)", "add it with `mask[:, None]`"]),
+    ("padded mask as floats", check_padded_causal_mask, (padded_mask_as_floats,),
+     ["check 1", "has dtype torch.float32, expected torch.bool", "combine them with & and |"]),
+    ("padded mask as long as the longest sequence", check_padded_causal_mask,
+     (padded_mask_of_the_longest,),
+     ["check 5 (padded beyond the longest: lengths [3, 2], L = 7)",
+      "got (2, 1, 3, 3), expected (2, 1, 7, 7)", "not from `lengths.max()`"]),
+    ("peeks comparing position t too", check_peeks_ahead, (peeks_including_t,),
+     ["check 1 (the package's causal MultiHeadAttention(16, 4), x (2, 6, 16): nothing leaks, "
+      "None)", "peeks_including_t(layer, x) returned 1, expected None",
+      "this layer is causal, yet yours says it peeks", "not `[:, :t + 1]`"]),
+    ("peeks with allclose", check_peeks_ahead, (peeks_with_allclose,),
+     ["check 8 (a small leak: output 2 reads token 4 (of relative size 1e-06))",
+      "returned None, expected 4", "yours found no leak, but there is one",
+      "compare exactly, with `torch.equal`"]),
+    ("peeks returning t - 1", check_peeks_ahead, (peeks_returning_t_minus_1,),
+     ["check 2 (the same layer fed x.roll(-1, dims=1)", "returned 0, expected 1",
+      "off by one: return t, the position of the token you changed (1), not t - 1"]),
+    ("peeks setting the token to 0", check_peeks_ahead, (peeks_with_zeros,),
+     ["check 9 (padded input x (2, 8, 16) whose tokens 5, 6 and 7 are zero vectors",
+      "returned None, expected 6", "leaves token 6 as it was",
+      "Replace the token by one that surely differs"]),
+    ("peeks copying the token before", check_peeks_ahead, (peeks_with_the_token_before,),
+     ["check 9", "a copy of the token before it", "Replace the token by one that surely "
+      "differs"]),
+    ("peeks at sequence 0 only", check_peeks_ahead, (peeks_at_sequence_0,),
+     ["check 7 (a leak in one sequence: output 0 reads token 3 in sequence 1 only (added); "
+      "sequence 0 is causal)", "returned None, expected 3",
+      "not those of sequence 0 alone (`[0, :t]`)"]),
+    ("peeks changing x in place", check_peeks_ahead, (peeks_in_place,),
+     ["check 1", "peeks_in_place(layer, x) changed its argument `x` in place",
+      "copy x before you change a token: `changed = x.clone()`"]),
+    ("peeks stopping before the last token", check_peeks_ahead, (peeks_until_L_minus_2,),
+     ["check 6 (a leak from the last token: output 0 reads token 5 (added))",
+      "returned None, expected 5", "`for t in range(1, L)`, whose last t is L - 1"]),
+    ("peeks from the end", check_peeks_ahead, (peeks_from_the_end,),
+     ["check 2", "returned 5, expected 1", "return the FIRST such position"]),
 ]
 
 
@@ -2152,6 +2397,7 @@ READER_CALLS = [
     (check_rope_interleaved, 2), (check_alibi_slopes, 1), (check_repeat_kv, 2),
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
     (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
+    (check_padded_causal_mask, 2), (check_peeks_ahead, 2),
 ]
 
 
@@ -2293,6 +2539,8 @@ def test_the_reader_gets_fresh_copies():
     (check_prefix_matching_score, "prefix_fn"),
     (check_mean_ablation, "ablate_fn"),
     (check_copying_score, "copying_fn"),
+    (check_padded_causal_mask, "mask_fn"),
+    (check_peeks_ahead, "peeks_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):
@@ -2601,6 +2849,51 @@ def test_the_induction_heads_mistakes_differ_from_the_right_answers():
                   ablate_per_sequence, ablate_over_the_batch, ablate_with_zeros,
                   ablate_every_head):
         assert not torch.allclose(wrong(merged, 1, 3), right, atol=1e-3), wrong.__name__
+
+
+def test_the_attention_layer_checkers_pass_the_solutions_and_leave_the_random_state_alone(
+        capsys):
+    rng = torch.random.get_rng_state()
+    check_padded_causal_mask(padded_causal_mask)
+    check_peeks_ahead(peeks_ahead)
+    check_peeks_ahead(peeks_with_random_tokens)  # draws its tokens from the global state
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    assert capsys.readouterr().out == ("✓ check_padded_causal_mask: all 6 checks passed.\n"
+                                       "✓ check_peeks_ahead: all 11 checks passed.\n"
+                                       "✓ check_peeks_ahead: all 11 checks passed.\n")
+
+
+def test_the_peeks_checker_hands_out_functions_and_modules_it_keeps_unchanged():
+    """Layers of both kinds the chapter uses (a module, and a function such as `shifted`),
+    fresh inputs of both float dtypes, a single token, and layers that still hold the same
+    parameters afterwards."""
+    seen = []
+
+    def spy(layer, x):
+        seen.append((layer, x, x.clone()))
+        return peeks_ahead(layer, x)
+
+    check_peeks_ahead(spy)
+    assert any(isinstance(layer, nn.Module) for layer, _, _ in seen)
+    assert any(not isinstance(layer, nn.Module) for layer, _, _ in seen)
+    assert {x.dtype for _, x, _ in seen} == {torch.float32, torch.float64}
+    assert any(x.shape[1] == 1 for _, x, _ in seen)
+    assert len({id(x) for _, x, _ in seen}) == len(seen)
+    assert all(torch.equal(x, before) for _, x, before in seen)
+    layers = [layer for layer, _, _ in seen if isinstance(layer, nn.Module)]
+    assert all(not layer.training and all(p.grad is None for p in layer.parameters())
+               for layer in layers)
+
+
+@pytest.mark.parametrize(("lengths", "L"), [([6, 3], 6), ([2, 5, 4], 5), ([3, 2], 7)])
+def test_the_padded_mask_mistakes_differ_from_the_right_mask(lengths, L):
+    """A known mistake that equals the right mask would be a hint no one can get."""
+    lengths = torch.tensor(lengths)
+    right = padded_causal_mask(lengths, L)
+    for wrong in (padded_mask_of_the_pads, padded_mask_without_the_diagonal,
+                  padded_mask_on_the_queries, padded_mask_keeping_one_pad,
+                  padded_mask_without_padding):
+        assert not torch.equal(wrong(lengths, L), right), wrong.__name__
 
 
 def test_a_hint_table_with_a_bad_rule_is_refused_when_built() -> None:

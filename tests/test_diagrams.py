@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -19,6 +20,7 @@ from matplotlib.patches import FancyBboxPatch
 from attnbook import diagrams
 from attnbook.attention import attention, grouped_attention
 from attnbook.circuits import prefix_matching_score, repeat_twice
+from attnbook.course import Chapter, ExerciseEffort, read_course
 from attnbook.decoder import Decoder, DecoderConfig
 from attnbook.efficient import KVCache
 from attnbook.masks import sliding_window_mask
@@ -87,6 +89,22 @@ def face(patch) -> tuple[float, float, float, float]:
 
 
 RANDOM_VECTORS = torch.randn(8, 2, generator=torch.Generator().manual_seed(0))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def course(needs: dict[int, tuple[int, ...]], parts: int = 2) -> tuple[Chapter, ...]:
+    """Chapters 1..n with made-up titles and times; ``needs[k]`` are the numbers chapter k
+    needs."""
+    effort = ExerciseEffort("x-ex1", "1.1", "easy", 10, 2)
+    return tuple(Chapter(f"ch{k}", k, f"Chapter {k}: a subtitle", f"Part {1 + k * parts // 10}",
+                         tuple(f"ch{j}" for j in needs[k]), (effort,) * k, 400 * k)
+                 for k in sorted(needs))
+
+
+#: 2 needs 1; 3 needs 1 and 2 (1 is implied); 4 needs 1 only: a branch.
+SMALL_COURSE = course({1: (), 2: (1,), 3: (1, 2), 4: (1,)})
+#: Five chapters that all need chapter 1 alone: the widest row.
+WIDE_COURSE = course({1: (), 2: (1,), 3: (1,), 4: (1,), 5: (1,), 6: (1, 5)})
 # Every diagram with the arguments drawn in the book, and with the largest ones allowed.
 CASES = {
     "query_trip": lambda: diagrams.query_trip(),
@@ -144,12 +162,16 @@ CASES = {
     "window_with_sinks_all_sinks": lambda: diagrams.window_with_sinks(24, 24, 23),
     "window_with_sinks_one_key": lambda: diagrams.window_with_sinks(24, 1, 0),
     "window_with_sinks_narrow_gap": lambda: diagrams.window_with_sinks(7, 3, 3),
+    "chapter_map": lambda: diagrams.chapter_map(read_course(ROOT)),
+    "chapter_map_small": lambda: diagrams.chapter_map(SMALL_COURSE),
+    "chapter_map_wide": lambda: diagrams.chapter_map(WIDE_COURSE),
 }
 N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
           "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2,
           "attention_data_flow": 1, "tiled_attention": 2,
           "induction_circuit": 1, "key_contributions": 2, "decoder_stack": 1,
-          "grouped_query_heads": 3, "prefill_and_decode": 2, "window_with_sinks": 1}
+          "grouped_query_heads": 3, "prefill_and_decode": 2, "window_with_sinks": 1,
+          "chapter_map": 1}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -677,7 +699,7 @@ def test_key_contributions_bad_arguments_name_the_argument(kwargs, error, name):
 
 #: The diagrams that write labels in rounded boxes.
 BOXED = ("transformer_block", "cross_attention", "decoder_stack", "grouped_query_heads",
-         "induction_circuit", "prefill_and_decode")
+         "induction_circuit", "prefill_and_decode", "chapter_map")
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if name.startswith(BOXED)])
@@ -918,7 +940,7 @@ def test_grouped_query_heads_bad_arguments_name_them(kwargs, error, match):
 
 #: The diagrams drawn for Part IV and the per-key sum, held to light fills and dark text.
 LIGHT_FILLS = ("prefill_and_decode", "window_with_sinks", "decoder_stack", "grouped_query_heads",
-               "induction_circuit", "key_contributions", "transformer_block")
+               "induction_circuit", "key_contributions", "transformer_block", "chapter_map")
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if name.startswith(LIGHT_FILLS)])
@@ -1111,3 +1133,65 @@ def test_window_with_sinks_marks_the_evicted_gap_in_words():
 def test_bad_arguments_name_the_argument(func, kwargs, error, message):
     with pytest.raises(error, match=message):
         func(**kwargs)
+
+
+# ----------------------------------------------------------------------------- chapter_map
+
+
+def arrows(fig: Figure) -> set[tuple[int, int]]:
+    return {tuple(int(n) for n in gid.split("-")[1:]) for gid in texts_by_gid(fig)
+            if gid.startswith("needs-")}
+
+
+def test_chapter_map_draws_only_the_links_no_longer_path_implies():
+    fig = diagrams.chapter_map(SMALL_COURSE)
+    assert arrows(fig) == {(1, 2), (2, 3), (1, 4)}  # 1 -> 3 goes through 2
+    assert sorted(gid for gid in patches_by_gid(fig) if gid.startswith("chapter-")) == [
+        f"chapter-{k}" for k in range(1, 5)]
+
+
+def test_chapter_map_of_the_book_follows_every_recap():
+    """Every chapter a recap names is reached along the arrows, and nothing else is."""
+    chapters = read_course(ROOT)
+    links = arrows(diagrams.chapter_map(chapters))
+    number = {chapter.slug: chapter.number for chapter in chapters}
+
+    def reached(k: int) -> set[int]:
+        found = set()
+        for a, b in links:
+            if b == k:
+                found |= {a} | reached(a)
+        return found
+
+    for chapter in chapters:
+        needed = {number[slug] for slug in chapter.prerequisites}
+        assert needed <= reached(chapter.number), chapter.slug
+        assert all(a in needed for a, b in links if b == chapter.number), chapter.slug
+
+
+def test_chapter_map_prints_each_chapters_minutes():
+    chapters = read_course(ROOT)
+    found = texts_by_gid(diagrams.chapter_map(chapters))
+    for chapter in chapters:
+        assert found[f"minutes-{chapter.number}"] == (
+            f"read {chapter.reading_minutes} min · exercises {chapter.exercise_minutes} min")
+
+
+def test_chapter_map_rows_put_every_chapter_below_what_it_needs():
+    fig = diagrams.chapter_map(WIDE_COURSE)
+    boxes = patches_by_gid(fig)
+    top = {int(gid.split("-")[1]): patch.get_y() for gid, patch in boxes.items()
+           if gid.startswith("chapter-")}
+    for a, b in arrows(fig):
+        assert top[a] > top[b]
+    assert len({top[k] for k in (2, 3, 4, 5)}) == 1 and top[6] < top[5]
+
+
+@pytest.mark.parametrize(("chapters", "error", "fragment"), [
+    ("ch1", TypeError, "chapters must be a sequence of attnbook.course.Chapter"),
+    ((), ValueError, "chapters must hold 1 to 20"),
+    (course({1: (2,), 2: ()}), ValueError, "ch1 needs ['ch2'], which are not earlier"),
+])
+def test_chapter_map_bad_arguments_name_the_argument(chapters, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        diagrams.chapter_map(chapters)

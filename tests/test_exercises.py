@@ -61,6 +61,10 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
         "my_multi_head_attention": lambda m: m.my_multi_head_attention(
             torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4), 2),
     }),
+    "attention_layer": ("attention-layer", "attention-layer-ex1", {
+        "padded_causal_mask": lambda m: m.padded_causal_mask(torch.tensor([3, 1]), 3),
+        "peeks_ahead": lambda m: m.peeks_ahead(lambda x: (x, None), torch.randn(1, 3, 4)),
+    }),
     "training_attention": ("training-attention", "training-attention-ex3", {
         "repeat_pattern": lambda m: m.repeat_pattern(9, 4),
     }),

@@ -8,16 +8,15 @@ tests/test_exercises.py, which runs the set through :func:`attnbook.grade.grade`
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
-from attnbook.grade import DIFFICULTIES, grade, main, read_grading, screen
+from attnbook.course import DIFFICULTIES, chapter_exercises, read_course
+from attnbook.grade import grade, main, read_grading, screen
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
@@ -58,6 +57,16 @@ SCALING_RULES = {"forbidden": (".softmax", ".log_softmax", ".Softmax", ".LogSoft
      "line 2: importlib.import_module imports or runs code by name"),
     ("exec('import attnbook')\n", {}, "line 1: exec imports or runs code by name"),
     ("def f(:\n", {}, "solution.py does not parse"),
+    # imports by name through builtins, a star import, getattr with a string
+    ("import builtins\nm = builtins.__import__('attnbook.layers')\n", {},
+     "line 2: builtins.__import__ imports or runs code by name"),
+    ("m = __builtins__.__import__('attnbook')\n", {}, "__builtins__.__import__ imports"),
+    ("from builtins import exec as run\nrun('import attnbook')\n", {},
+     "line 2: builtins.exec imports or runs code by name"),
+    ("from torch.nn.functional import *\nf = softmax\n", SCALING_RULES,
+     "line 1: from torch.nn.functional import * hides which names"),
+    ("import torch\nf = getattr(torch, 'soft' + 'max')\n", SCALING_RULES,
+     "line 2: getattr imports or runs code by name"),
 ])
 def test_the_screen_refuses_wrappers_and_forbidden_calls(source, rules, fragment):
     reasons = screen(source, **rules)
@@ -141,7 +150,7 @@ def test_a_test_without_points_stops_the_grader(tmp_path):
     assert main([str(folder)]) == 2
 
 
-def test_the_command_line_grades_refuses_and_writes_json(tmp_path, capsys):
+def test_the_command_line_grades_refuses_and_writes_json(tmp_path):
     """One run of the real command on a tiny folder: a right answer, a wrong one, a wrapper."""
     folder = tmp_path / "tiny"
     folder.mkdir()
@@ -149,7 +158,8 @@ def test_the_command_line_grades_refuses_and_writes_json(tmp_path, capsys):
     (folder / "solution.py").write_text("def double(x):\n    raise NotImplementedError\n")
     (folder / "test_tiny.py").write_text(
         "from .solution import double\n\n\ndef test_two():\n    assert double(2) == 4\n\n\n"
-        "def test_many():\n    assert [double(x) for x in range(3)] == [0, 2, 4]\n")
+        "def test_many():\n    assert [double(x) for x in range(3)] == [0, 2, 4], (\n"
+        "        'three doubles\\nhint: double means times two')\n")
     (folder / "grading.toml").write_text(
         '[[exercise]]\nlabel = "tiny-ex1"\ndifficulty = "easy"\nminutes = 5\n'
         'points = {test_two = 1, test_many = 3}\n[rules]\nforbidden = ["operator.mul"]\n')
@@ -160,8 +170,10 @@ def test_the_command_line_grades_refuses_and_writes_json(tmp_path, capsys):
     for name, text in answers.items():
         (tmp_path / f"{name}.py").write_text(text)
         report = tmp_path / f"{name}.json"
+        readme = tmp_path / "README.md"  # ``exercises/*`` names files too: they are skipped
+        readme.write_text("the task")
         result = subprocess.run(
-            [sys.executable, "-m", "attnbook.grade", str(folder), "--solution",
+            [sys.executable, "-m", "attnbook.grade", str(folder), str(readme), "--solution",
              str(tmp_path / f"{name}.py"), "--json", str(report)],
             capture_output=True, text=True, timeout=300)
         summary = json.loads(report.read_text())
@@ -172,53 +184,39 @@ def test_the_command_line_grades_refuses_and_writes_json(tmp_path, capsys):
     assert scores["wrong"][:4] == (0, 1, 4, ["passed", "failed"])
     assert scores["wrapper"][:4] == (1, 0, 4, ["failed", "failed"])
     assert "refused, line 5: uses operator.mul" in scores["wrapper"][4]
+    # on screen, a failure shows its error line and its hint
+    assert "hint: double means times two" in scores["wrong"][4]
+    assert "AssertionError: three doubles" in scores["wrong"][4]
     assert "0 / 4 points" in scores["wrapper"][4]
+    with pytest.raises(ValueError, match="solutions: no such file"):
+        grade([folder], solutions={"tiny": tmp_path / "missing.py"})
     # the folder's own solution.py is never overwritten
     assert "NotImplementedError" in (folder / "solution.py").read_text()
 
 
 # --- The book, the folders and grading.toml agree ---------------------------------------
 
-EFFORT = re.compile(r"^\*(Easy|Medium|Hard) · about (\d+) min · (\d+) points?\*$")
-
-
-def chapter_numbers() -> dict[str, int]:
-    """slug -> the chapter's number in the book (the numbered parts of _toc.yml, in order)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    slugs = [chapter["file"].removeprefix("book/") for part in toc["parts"]
-             if part.get("numbered") for chapter in part["chapters"]]
-    return {slug: number for number, slug in enumerate(slugs, start=1)}
-
-
 def book_exercises() -> dict[str, tuple[str, int, tuple[str, int, int] | None]]:
     """label -> (chapter slug, its place among the chapter's exercises, (difficulty, minutes,
-    points) from the first line of its text, or None)."""
+    points)), for every page of the book (the notation page's exercise too)."""
     found = {}
     for path in sorted((ROOT / "book").glob("*.md")):
-        lines = path.read_text().splitlines()
-        place = 0
-        for i, line in enumerate(lines):
-            if line.strip() != "```{exercise-start}":
-                continue
-            place += 1
-            label = lines[i + 1].removeprefix(":label:").strip()
-            close = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            text = next((line for line in lines[close + 1:] if line.strip()), "")
-            match = EFFORT.match(text.strip())
-            effort = ((match[1].lower(), int(match[2]), int(match[3])) if match else None)
-            found[label] = (path.stem, place, effort)
+        for exercise in chapter_exercises(path.read_text(), 0):
+            place = int(exercise.number.split(".")[1])
+            found[exercise.label] = (path.stem, place, (exercise.difficulty, exercise.minutes,
+                                                        exercise.points))
     return found
 
 
 BOOK = book_exercises()
+NUMBERS = {chapter.slug: chapter.number for chapter in read_course(ROOT)}
 
 
 def test_every_exercise_opens_with_its_difficulty_time_and_points():
-    missing = [label for label, (_, _, effort) in BOOK.items() if effort is None]
-    assert missing == [], (
-        f"exercises whose text does not open with a line like '*Medium · about 20 min · "
-        f"6 points*': {missing}")
-    assert len(BOOK) >= 50
+    """chapter_exercises raises for an exercise without the line; here: they are all read."""
+    pages = sum(path.read_text().count("```{exercise-start}")
+                for path in (ROOT / "book").glob("*.md"))
+    assert len(BOOK) == pages >= 50
 
 
 def test_every_label_is_the_number_the_book_shows():
@@ -232,7 +230,7 @@ def test_every_label_is_the_number_the_book_shows():
 def test_folder_book_and_grading_toml_agree(folder):
     """The effort in grading.toml is the book's, the folder's README shows it with the book's
     number, and the chapter links the folder."""
-    numbers = chapter_numbers()
+    numbers = NUMBERS
     readme = (folder / "README.md").read_text()
     index = (EXERCISES / "README.md").read_text().splitlines()
     grading = read_grading(folder)
@@ -249,7 +247,6 @@ def test_folder_book_and_grading_toml_agree(folder):
         line = (f"Exercise {numbers[slug]}.{place} · {exercise.difficulty} · about "
                 f"{exercise.minutes} min · {exercise.max_score} points")
         assert line in readme, f"{folder.name}/README.md lacks the line {line!r}"
-        row = next(line for line in index if line.startswith(f"| [`{folder.name}/`]"))
         assert f"{numbers[slug]}.{place}" in row.split("|")[2], (
             f"exercises/README.md's row of {folder.name} lacks exercise {numbers[slug]}.{place}")
         chapter = (ROOT / "book" / f"{slug}.md").read_text()
@@ -280,10 +277,15 @@ def test_a_folder_that_does_not_import_leaves_the_others_graded(tmp_path):
         (folder / "__init__.py").write_text("")
         (folder / "solution.py").write_text(body)
         (folder / f"test_{name}.py").write_text(
-            "from .solution import double\n\n\ndef test_two():\n    assert double(2) == 4\n")
+            "import pytest\n\nfrom .solution import double\n\n\ndef test_two():\n"
+            "    assert double(2) == 4\n\n\n@pytest.mark.parametrize('x', range(40))\n"
+            "def test_odd(x):\n    assert double(x) % 2 == (x % 2 == 0)\n")
         (folder / "grading.toml").write_text(
             f'[[exercise]]\nlabel = "{name}-ex1"\ndifficulty = "easy"\nminutes = 5\n'
-            "points = {test_two = 2}\n")
+            "points = {test_two = 2, test_odd = 1}\n")
     broken, fine = grade([tmp_path / "broken", tmp_path / "fine"])
-    assert (broken.score, broken.max_score, fine.score, fine.max_score) == (0, 2, 2, 2)
-    assert "cannot import name 'double'" in broken.tests[0].output
+    # the 40 failing cases of test_odd in "fine" fill pytest's log; "broken" still gets
+    # its own import error
+    assert (broken.score, broken.max_score, fine.score, fine.max_score) == (0, 3, 2, 3)
+    for test in broken.tests:
+        assert "cannot import name 'double'" in test.output, test.output[-500:]

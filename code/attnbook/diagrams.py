@@ -36,6 +36,8 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
   induction head matches its query against those keys and copies the value it finds.
 - :func:`key_contributions`: one query's output as a sum of one term per key, with each
   key's share of the weight beside its share of the contribution.
+- :func:`chapter_map`: which chapter of the book needs which, with reading and exercise
+  times (for the teacher's page).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -58,6 +61,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from ._validate import scale_factor
 from .attention import attention, attention_scores, grouped_attention, masked_softmax
 from .circuits import prefix_matching_score, previous_token_score, repeat_twice
+from .course import Chapter
 from .decoder import Decoder, DecoderConfig, _without_initialisation
 from .efficient import KVCache, _blocks
 from .layers import MultiHeadAttention
@@ -79,6 +83,7 @@ __all__ = [
     "EXAMPLE_V_FEATURES",
     "MAX_WIDTH_PX",
     "attention_data_flow",
+    "chapter_map",
     "cross_attention",
     "decoder_stack",
     "grouped_query_heads",
@@ -2475,4 +2480,131 @@ def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figu
                     "evicted", ha="left", va="center", fontsize=9.5,
                     linespacing=1.15).set_gid(f"{gid}-size")
             y_row -= row_h
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 12. chapter_map
+
+_PART_FILLS = (_FILL_ATTENTION, _FILL_FFN, _FILL_NORM, _FILL_CROSS)  # Parts I to IV
+_MAX_TITLE_CHARS = 22
+
+
+def _direct_prerequisites(chapters: Sequence[Chapter]) -> dict[str, list[str]]:
+    """Each chapter's prerequisites that no other prerequisite of it already needs: the
+    transitive reduction, so that the map draws a line only where no path says it."""
+    needs = {chapter.slug: set(chapter.prerequisites) for chapter in chapters}
+
+    def behind(slug: str) -> set[str]:  # every chapter reached through ``slug``'s needs
+        found: set[str] = set()
+        for other in needs[slug]:
+            found |= {other} | behind(other)
+        return found
+
+    return {chapter.slug: [slug for slug in chapter.prerequisites
+                           if not any(slug in behind(other) for other in needs[chapter.slug]
+                                      if other != slug)]
+            for chapter in chapters}
+
+
+def _title_lines(title: str) -> str:
+    """The title up to its colon, on at most two lines that fit a box."""
+    lines = textwrap.wrap(title.split(":")[0], _MAX_TITLE_CHARS)
+    if len(lines) > 2:
+        lines = [lines[0], textwrap.shorten(" ".join(lines[1:]), _MAX_TITLE_CHARS,
+                                            placeholder=" …")]
+    return "\n".join(lines)
+
+
+def chapter_map(chapters: Sequence[Chapter]) -> Figure:
+    """Which chapter needs which: a box per chapter, an arrow from each prerequisite.
+
+    The chapters and their prerequisites come from :func:`attnbook.course.read_course`,
+    which reads each chapter's recap, so the map cannot drift from the book. An arrow is
+    drawn only where no longer path already leads (the transitive reduction): a chapter
+    needs everything above it that arrows lead down from. Row ``r`` holds the chapters whose
+    longest chain of prerequisites has ``r`` links, so every arrow points down; a row's
+    chapters sit side by side, in the book's order. Each box shows the chapter's number,
+    its short title, and its reading and exercise minutes; its fill is its part's.
+
+    gids: boxes ``chapter-<number>``, arrows ``needs-<from>-<to>`` (numbers), each box's
+    minutes ``minutes-<number>``.
+
+    Args:
+        chapters: the book's chapters, in order, each with ``slug``, ``number``, ``title``,
+            ``part``, ``prerequisites`` (earlier chapters' slugs), ``reading_minutes`` and
+            ``exercise_minutes``.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if ``chapters`` is not a sequence of chapters.
+        ValueError: if it is empty, longer than 20, or a prerequisite is not an earlier
+            chapter.
+    """
+    if not isinstance(chapters, Sequence) or not all(isinstance(c, Chapter) for c in chapters):
+        raise TypeError("chapters must be a sequence of attnbook.course.Chapter, as "
+                        "read_course returns")
+    if not 1 <= len(chapters) <= 20:
+        raise ValueError(f"chapters must hold 1 to 20 chapters, got {len(chapters)}")
+    order = {chapter.slug: i for i, chapter in enumerate(chapters)}
+    for chapter in chapters:
+        late = [slug for slug in chapter.prerequisites
+                if order.get(slug, len(chapters)) >= order[chapter.slug]]
+        if late:
+            raise ValueError(f"chapters: {chapter.slug} needs {late}, which are not earlier "
+                             f"chapters")
+    links = _direct_prerequisites(chapters)
+    depth: dict[str, int] = {}
+    for chapter in chapters:
+        depth[chapter.slug] = 1 + max((depth[slug] for slug in chapter.prerequisites),
+                                      default=-1)
+    rows: dict[int, list[Chapter]] = {}
+    for chapter in chapters:
+        rows.setdefault(depth[chapter.slug], []).append(chapter)
+    parts = list(dict.fromkeys(chapter.part for chapter in chapters))
+
+    box_w, box_h, gap_x, row_h = 2.6, 0.82, 0.3, 1.12
+    columns = max(len(row) for row in rows.values())
+    width = columns * box_w + (columns - 1) * gap_x + 0.4
+    legend_h = 0.3 * len(parts) + 0.2
+    height = len(rows) * row_h + legend_h + 0.2
+    centre: dict[str, tuple[float, float]] = {}
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        for r, row in sorted(rows.items()):
+            y = height - 0.2 - r * row_h - box_h
+            row_w = len(row) * box_w + (len(row) - 1) * gap_x
+            for i, chapter in enumerate(row):
+                x = (width - row_w) / 2 + i * (box_w + gap_x)
+                face = _PART_FILLS[parts.index(chapter.part) % len(_PART_FILLS)]
+                _box(ax, x, y, box_w, box_h, face=face, gid=None)
+                ax.patches[-1].set_gid(f"chapter-{chapter.number}")
+                ax.text(x + 0.1, y + box_h - 0.08, f"{chapter.number}", ha="left", va="top",
+                        fontsize=10.5, weight="bold", color=_INK, zorder=3)
+                ax.text(x + 0.42, y + box_h - 0.08, _title_lines(chapter.title), ha="left",
+                        va="top", fontsize=10.5, weight="bold", color=_INK, zorder=3,
+                        linespacing=1.1)
+                ax.text(x + 0.1, y + 0.1, f"read {chapter.reading_minutes} min · exercises "
+                        f"{chapter.exercise_minutes} min", ha="left", va="bottom",
+                        fontsize=9, color=_INK, zorder=3).set_gid(f"minutes-{chapter.number}")
+                centre[chapter.slug] = (x + box_w / 2, y)
+        number = {chapter.slug: chapter.number for chapter in chapters}
+        for chapter in chapters:
+            x1, y1 = centre[chapter.slug]
+            for slug in links[chapter.slug]:
+                x0, y0 = centre[slug]
+                if depth[chapter.slug] - depth[slug] == 1:  # from the row above: straight
+                    _arrow(ax, (x0, y0), (x1, y1 + box_h), linewidth=1.2)
+                else:  # straight down from the chapter, then into the box's side
+                    side = x1 + (box_w / 2 if x0 > x1 else -box_w / 2)
+                    _path_arrow(ax, [(x0, y0), (x0, y1 + box_h / 2), (side, y1 + box_h / 2)],
+                                linewidth=1.2)
+                ax.texts[-1].set_gid(f"needs-{number[slug]}-{chapter.number}")
+        for k, part in enumerate(parts):  # the legend: one swatch per part
+            y = legend_h - 0.3 * (k + 1)
+            ax.add_patch(Rectangle((0.2, y), 0.35, 0.2, facecolor=_PART_FILLS[k % 4],
+                                   edgecolor=_LINE, linewidth=0.8))
+            ax.text(0.65, y + 0.1, part, ha="left", va="center", fontsize=9.5, color=_INK)
     return _check_width(fig)

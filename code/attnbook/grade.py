@@ -17,17 +17,16 @@ book exercise each test belongs to with its difficulty and time, and sets two ru
   (``"torch.softmax"``, resolved through ``import ... as``) or attribute names starting with a
   dot (``".softmax"`` forbids ``scores.softmax(-1)`` and every other ``something.softmax``).
 
-A solution that breaks a rule, or imports by name (``__import__``, ``importlib``, ``exec``,
-``eval``), is refused before any test runs: it scores 0 and the report says why. The screen
-reads the source; it stops the easy wrappers, not a determined cheat, so a teacher still reads
-what scores full points.
+A solution that breaks a rule, imports by name (``__import__``, ``importlib``, ``exec``,
+``eval``, ``getattr``) or imports ``*`` is refused before any test runs: it scores 0 and the
+report says why. The screen reads the source; it stops the easy wrappers, not a determined
+cheat, so a teacher still reads what scores full points.
 
 Grading runs the folder's own tests with pytest, in a subprocess, on a temporary copy of the
-folder (so ``--solution`` never overwrites anything). A test function earns its points when it
-passes, every case of it if it is parametrised. The JSON report has the keys that autograding
-platforms read (``score``, ``max_score``, and ``tests``, each with ``name``, ``score``,
-``max_score``, ``status`` and ``output``), and adds the folder, the exercise of each test and
-the refusal reasons.
+folder (so ``--solution`` never overwrites anything). A test function earns its points when
+it passes, every case of it if it is parametrised; a skipped test earns nothing. The JSON
+report holds the total (``score``, ``max_score``), one entry per test (``name``, ``exercise``,
+``score``, ``max_score``, ``status``, ``output``) and each folder's total and refusal reasons.
 
 The exit status is 0 when the folders were graded (whatever the score), 1 when a solution was
 refused, and 2 for a usage error (a folder without ``grading.toml``, a test without points).
@@ -44,14 +43,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
 
+from .course import DIFFICULTIES
+
 __all__ = [
-    "DIFFICULTIES",
     "Exercise",
     "FolderReport",
     "Grading",
@@ -62,11 +63,11 @@ __all__ = [
     "screen",
 ]
 
-#: The difficulty labels, easiest first.
-DIFFICULTIES = ("easy", "medium", "hard")
-#: Calls that import or run code named by a string: the screen cannot see what they reach.
-_BY_NAME = frozenset({"__import__", "importlib.import_module", "importlib.__import__",
-                      "exec", "eval", "compile", "sys.modules"})
+#: Names that import or run code named by a string: the screen cannot see what they reach.
+#: A dotted name is refused if it is one of these, or ends in one of the last three.
+_BY_NAME = frozenset({"exec", "eval", "compile", "builtins.exec", "builtins.eval",
+                      "builtins.compile", "sys.modules", "getattr", "builtins.getattr"})
+_BY_NAME_ENDINGS = ("__import__", "import_module", "__builtins__")
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,6 @@ class FolderReport:
     max_score: int
     tests: list[TestResult]
     refused: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict:
-        return asdict(self)
 
 
 def _string_list(table: Mapping, key: str, where: Path) -> tuple[str, ...]:
@@ -174,11 +172,23 @@ def read_grading(folder: str | os.PathLike) -> Grading:
                    _string_list(rules, "forbidden", path))
 
 
+#: ast.parse one source at a time: in CPython 3.11 the AST constructor keeps its recursion
+#: depth in the interpreter, shared by its threads, so two parses at once (grade() called
+#: from two threads, as tests/test_exercises.py does) can fail with "SystemError: AST
+#: constructor recursion depth mismatch" (python/cpython#106905).
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    with _PARSE_LOCK:
+        return ast.parse(source, filename)
+
+
 def _test_functions(folder: Path) -> list[str]:
     """The test functions that the folder's ``test_*.py`` files define, in order."""
     names = []
     for path in sorted(folder.glob("test_*.py")):
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parse(path.read_text(), str(path))
         names += [node.name for node in tree.body
                   if isinstance(node, ast.FunctionDef) and node.name.startswith("test")]
     return names
@@ -213,7 +223,7 @@ def screen(source: str, *, allowed_imports: Iterable[str] = (),
     allowed = tuple(allowed_imports)
     forbidden = tuple(forbidden)
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except SyntaxError as error:
         return [f"solution.py does not parse: {error.msg} (line {error.lineno})"]
 
@@ -233,6 +243,10 @@ def screen(source: str, *, allowed_imports: Iterable[str] = (),
                 if alias.asname:
                     aliases[alias.asname] = alias.name
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if any(alias.name == "*" for alias in node.names):
+                reasons.append(f"line {node.lineno}: from {node.module} import * hides which "
+                               f"names the solution uses; import each by name")
+                continue
             for alias in node.names:
                 name = f"{node.module}.{alias.name}"
                 if not may_import(name):
@@ -242,7 +256,8 @@ def screen(source: str, *, allowed_imports: Iterable[str] = (),
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute | ast.Name):
             continue
-        if isinstance(node, ast.Name) and node.id not in aliases and node.id not in _BY_NAME:
+        if (isinstance(node, ast.Name) and node.id not in aliases and node.id not in _BY_NAME
+                and not node.id.endswith(_BY_NAME_ENDINGS)):
             continue
         name = _dotted(node, aliases)
         if name is None:
@@ -251,7 +266,7 @@ def screen(source: str, *, allowed_imports: Iterable[str] = (),
                 reasons.append(f"line {node.lineno}: uses .{attribute}, which this exercise "
                                f"asks you to write yourself")
             continue
-        if name in _BY_NAME:
+        if name in _BY_NAME or name.endswith(_BY_NAME_ENDINGS):
             reasons.append(f"line {node.lineno}: {name} imports or runs code by name, which "
                            f"the grader cannot check; import what you need by name")
         elif name in forbidden or f".{name.rsplit('.', 1)[-1]}" in forbidden:
@@ -293,13 +308,24 @@ def _pytest_outcomes(copies: Path, names: Sequence[str], timeout: float
     if not report.is_file():
         return outcomes, log
     for case in ElementTree.parse(report).iter("testcase"):
-        # classname "<folder>.test_<folder>"; name "test_x" or "test_x[case]"
-        folder = case.get("classname", "").split(".")[0]
-        test = case.get("name", "").split("[")[0]
+        # classname "<folder>.test_<folder>"; name "test_x" or "test_x[case]". A module that
+        # fails to import is one case with no classname, named "<folder>.test_<folder>": its
+        # error goes to every test of the folder (the key _COLLECTION below).
         problems = [child for child in case if child.tag in ("failure", "error", "skipped")]
+        if case.get("classname"):
+            folder = case.get("classname", "").split(".")[0]
+            test = case.get("name", "").split("[")[0]
+        else:
+            folder, test = case.get("name", "").split(".")[0], _COLLECTION
         texts = outcomes.setdefault(folder, {}).setdefault(test, [])
-        texts += [f"{p.get('message', '')}\n{p.text or ''}".strip() or p.tag for p in problems]
+        # the element's text is pytest's full report; its message attribute, a shortened
+        # first part of it, is only a fallback
+        texts += [(p.text or p.get("message") or p.tag).strip() for p in problems]
     return outcomes, log
+
+
+#: The key of a folder's outcomes under which an error collecting its tests is kept.
+_COLLECTION = "<collection>"
 
 
 def grade(folders: Sequence[str | os.PathLike], *,
@@ -326,6 +352,9 @@ def grade(folders: Sequence[str | os.PathLike], *,
     unknown = sorted(set(solutions) - set(names))
     if unknown:
         raise ValueError(f"solutions: no folder named {unknown} among {names}")
+    missing = sorted(str(path) for path in solutions.values() if not Path(path).is_file())
+    if missing:
+        raise ValueError(f"solutions: no such file {missing}; expected a solution.py to grade")
     for grading in gradings:
         defined = _test_functions(grading.folder)
         missing = [test for test in defined if test not in grading.points()]
@@ -352,10 +381,12 @@ def grade(folders: Sequence[str | os.PathLike], *,
         results = []
         for test, (label, points) in grading.points().items():
             texts = outcomes.get(name, {}).get(test)
+            collection = outcomes.get(name, {}).get(_COLLECTION)
             if refusals[name]:
                 status, output = "failed", "refused: " + "; ".join(refusals[name])
             elif texts is None:
-                status, output = "failed", "the test did not run:\n" + log[-3000:]
+                why = "\n\n".join(collection) if collection else log[-3000:]
+                status, output = "failed", "the test did not run:\n" + why
             else:
                 status, output = ("passed", "") if not texts else ("failed", "\n\n".join(texts))
             results.append(TestResult(test, label, points if status == "passed" else 0,
@@ -366,9 +397,13 @@ def grade(folders: Sequence[str | os.PathLike], *,
     return reports
 
 
-def _first_line(text: str) -> str:
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    return line if len(line) <= 88 else line[:85] + "..."
+def _summary(text: str) -> list[str]:
+    """What a failure says in brief: its error line and its hint, if it has one."""
+    lines = [line.strip().removeprefix("E").strip() for line in text.splitlines()]
+    error = next((line for line in lines if "Error:" in line or "error:" in line),
+                 next((line for line in lines if line), ""))
+    hint = next((line for line in lines if line.startswith("hint:")), None)
+    return [error] + ([hint] if hint and hint != error else [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,11 +417,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds for the whole run (default 600)")
     args = parser.parse_args(argv)
-    if args.solution and len(args.folders) != 1:
+    if args.solution and len([f for f in args.folders if not Path(f).is_file()]) != 1:
         parser.error("--solution grades one folder: give exactly one")
-    solutions = {Path(args.folders[0]).resolve().name: args.solution} if args.solution else {}
+    # ``exercises/*`` also names exercises/README.md: grade the folders among the paths
+    folders = [folder for folder in args.folders if not Path(folder).is_file()]
+    if not folders:
+        parser.error("give at least one exercise folder, e.g. exercises/scaling")
+    solutions = {Path(folders[0]).resolve().name: args.solution} if args.solution else {}
     try:
-        reports = grade(args.folders, solutions=solutions, timeout=args.timeout)
+        reports = grade(folders, solutions=solutions, timeout=args.timeout)
     except (FileNotFoundError, ImportError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -399,7 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {mark} {result.score:>2} / {result.max_score:<2} {result.name} "
                   f"({result.exercise})")
             if result.status != "passed" and not report.refused:
-                print(f"         {_first_line(result.output)}")
+                for line in _summary(result.output):
+                    print(f"         {line}")
     if len(reports) > 1:
         print(f"total: {sum(r.score for r in reports)} / {sum(r.max_score for r in reports)}"
               f" points")
@@ -408,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "max_score": sum(r.max_score for r in reports),
                    "tests": [{**asdict(result), "name": f"{Path(r.folder).name}::{result.name}"}
                              for r in reports for result in r.tests],
-                   "folders": [r.as_json() for r in reports]}
+                   "folders": [{"folder": r.folder, "score": r.score, "max_score": r.max_score,
+                                "refused": r.refused} for r in reports]}
         Path(args.json).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return 1 if any(report.refused for report in reports) else 0
 

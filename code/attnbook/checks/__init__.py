@@ -35,6 +35,8 @@ Each checker is named after what it checks and lives in a module named after its
 - ``multi-head-attention``: :func:`check_split_merge_heads` on ``my_split_heads(x, num_heads)``
   and ``my_merge_heads(heads)``, and :func:`check_multi_head_attention` on
   ``my_multi_head_attention(q, k, v, num_heads)``
+- ``attention-layer``: :func:`check_padded_causal_mask` on ``padded_causal_mask(lengths, L)``
+  and :func:`check_peeks_ahead` on ``peeks_ahead(layer, x)``
 - ``training-attention``: :func:`check_repeat_pattern` on ``repeat_pattern(L, period)``
 - ``efficient-attention``: :func:`check_online_normalizer` on ``online_normalizer(stream)``
 - ``positions``: :func:`check_sinusoidal` on ``my_sinusoidal(L, E)``,
@@ -52,6 +54,7 @@ Each checker is named after what it checks and lives in a module named after its
 
 from __future__ import annotations
 
+from .attention_layer import check_padded_causal_mask, check_peeks_ahead
 from .attention_maps import check_row_entropy
 from .causal_masks import check_causal_mask, check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
@@ -88,6 +91,8 @@ __all__ = [
     "check_multi_head_attention",
     "check_nearest_by_cosine",
     "check_online_normalizer",
+    "check_padded_causal_mask",
+    "check_peeks_ahead",
     "check_prefix_matching_score",
     "check_repeat_kv",
     "check_repeat_pattern",

@@ -463,14 +463,17 @@ def _picture(row: Tensor) -> str:
 
 
 def expect_mask(label: str, got: object, expected: Tensor, *, hint: str, shape_hint: str,
-                mistakes: Sequence[Mistake] = ()) -> None:
-    """Fail unless ``got`` is the boolean ``(L, S)`` mask ``expected`` (True = may attend).
+                mistakes: Sequence[Mistake] = (), note: str | None = None) -> None:
+    """Fail unless ``got`` is the boolean mask ``expected`` (True = may attend), of shape
+    ``(L, S)`` or with leading dimensions, ``(B, 1, L, S)``.
 
-    The first wrong row is drawn as ``x x . .`` against the expected one; ``hint`` is given
-    when no known mistake in ``mistakes`` reproduces ``got``.
+    The first wrong row is drawn as ``x x . .`` against the expected one (with its leading
+    indices when there are any); ``hint`` is given when no known mistake in ``mistakes``
+    reproduces ``got``, and ``note`` is a line saying what the input was.
     """
     got = as_tensor(label, got, expected, hint)
-    header = [f"expected: {describe(expected)}", f"got:      {describe(got)}"]
+    header = [f"expected: {describe(expected)}", f"got:      {describe(got)}",
+              *([note] if note else [])]
     if got.shape != expected.shape:
         raise Mismatch(f"wrong shape of {label}: got {tuple(got.shape)}, expected "
                        f"{tuple(expected.shape)}", header,
@@ -485,11 +488,16 @@ def expect_mask(label: str, got: object, expected: Tensor, *, hint: str, shape_h
             "`j <= i` give booleans; combine them with & and |, not * and +.")
     if torch.equal(got, expected):
         return
-    row = int((got != expected).any(dim=-1).nonzero()[0])
+    first = tuple(int(i) for i in (got != expected).any(dim=-1).nonzero()[0])  # a row
+    *lead, row = first
+    at = ", ".join(str(i) for i in first)
+    of = f" of mask[{', '.join(str(i) for i in lead)}]" if lead else ""
     raise Mismatch(
-        f"wrong {label.removeprefix('the ')}: first wrong at query {row}",
-        [f"keys          {' '.join(str(j % 10) for j in range(expected.shape[-1]))}",
-         f"expected[{row}] = {_picture(expected[row])}",
-         f"got[{row}]      = {_picture(got[row])}",
+        f"wrong {label.removeprefix('the ')}: first wrong at query {row}{of}",
+        [*header[2:],
+         f"{'keys':<{len(f'expected[{at}] = ')}}"
+         f"{' '.join(str(j % 10) for j in range(expected.shape[-1]))}",
+         f"expected[{at}] = {_picture(expected[first])}",
+         f"got[{at}]      = {_picture(got[first])}",
          "x: may attend, .: may not"],
         diagnose(got, mistakes, atol=0.0, rtol=0.0) or hint)

@@ -1,0 +1,1 @@
+"""Exercises of the chapter `attention-layer`: your code is in solution.py."""
