@@ -134,17 +134,26 @@ def test_a_folder_without_grading_toml_is_named(tmp_path):
         grade(EXERCISES / "scaling")
 
 
-def test_a_test_without_points_stops_the_grader(tmp_path):
-    folder = tmp_path / "tiny"
+def tiny_folder(parent: Path, name: str, solution: str, tests: str, points: str,
+                rules: str = "") -> Path:
+    """An exercise folder ``parent/name`` with one exercise, ``name``-ex1: its solution.py,
+    test_<name>.py, and a grading.toml giving ``points`` (a TOML inline table) and ``rules``."""
+    folder = parent / name
     folder.mkdir()
     (folder / "__init__.py").write_text("")
-    (folder / "solution.py").write_text("def f():\n    return 1\n")
-    (folder / "test_tiny.py").write_text(
-        "from .solution import f\n\n\ndef test_one():\n    assert f() == 1\n\n\n"
-        "def test_two():\n    assert f() + 1 == 2\n")
+    (folder / "solution.py").write_text(solution)
+    (folder / f"test_{name}.py").write_text(tests)
     (folder / "grading.toml").write_text(
-        '[[exercise]]\nlabel = "tiny-ex1"\ndifficulty = "easy"\nminutes = 5\n'
-        "points = {test_one = 2}\n")
+        f'[[exercise]]\nlabel = "{name}-ex1"\ndifficulty = "easy"\nminutes = 5\n'
+        f"points = {points}\n{rules}")
+    return folder
+
+
+def test_a_test_without_points_stops_the_grader(tmp_path):
+    folder = tiny_folder(
+        tmp_path, "tiny", "def f():\n    return 1\n",
+        "from .solution import f\n\n\ndef test_one():\n    assert f() == 1\n\n\n"
+        "def test_two():\n    assert f() + 1 == 2\n", "{test_one = 2}")
     with pytest.raises(ValueError, match=r"tests without points \['test_two'\]"):
         grade([folder])
     assert main([str(folder)]) == 2
@@ -152,17 +161,14 @@ def test_a_test_without_points_stops_the_grader(tmp_path):
 
 def test_the_command_line_grades_refuses_and_writes_json(tmp_path):
     """One run of the real command on a tiny folder: a right answer, a wrong one, a wrapper."""
-    folder = tmp_path / "tiny"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("")
-    (folder / "solution.py").write_text("def double(x):\n    raise NotImplementedError\n")
-    (folder / "test_tiny.py").write_text(
+    folder = tiny_folder(
+        tmp_path, "tiny", "def double(x):\n    raise NotImplementedError\n",
         "from .solution import double\n\n\ndef test_two():\n    assert double(2) == 4\n\n\n"
         "def test_many():\n    assert [double(x) for x in range(3)] == [0, 2, 4], (\n"
-        "        'three doubles\\nhint: double means times two')\n")
-    (folder / "grading.toml").write_text(
-        '[[exercise]]\nlabel = "tiny-ex1"\ndifficulty = "easy"\nminutes = 5\n'
-        'points = {test_two = 1, test_many = 3}\n[rules]\nforbidden = ["operator.mul"]\n')
+        "        'three doubles\\nhint: double means times two')\n",
+        "{test_two = 1, test_many = 3}", '[rules]\nforbidden = ["operator.mul"]\n')
+    readme = tmp_path / "README.md"  # ``exercises/*`` names files too: they are skipped
+    readme.write_text("the task")
     answers = {"right": "def double(x):\n    return 2 * x\n",
                "wrong": "def double(x):\n    return x + 2\n",
                "wrapper": "import operator\n\n\ndef double(x):\n    return operator.mul(2, x)\n"}
@@ -170,8 +176,6 @@ def test_the_command_line_grades_refuses_and_writes_json(tmp_path):
     for name, text in answers.items():
         (tmp_path / f"{name}.py").write_text(text)
         report = tmp_path / f"{name}.json"
-        readme = tmp_path / "README.md"  # ``exercises/*`` names files too: they are skipped
-        readme.write_text("the task")
         result = subprocess.run(
             [sys.executable, "-m", "attnbook.grade", str(folder), str(readme), "--solution",
              str(tmp_path / f"{name}.py"), "--json", str(report)],
@@ -196,7 +200,7 @@ def test_the_command_line_grades_refuses_and_writes_json(tmp_path):
 
 # --- The book, the folders and grading.toml agree ---------------------------------------
 
-def book_exercises() -> dict[str, tuple[str, int, tuple[str, int, int] | None]]:
+def book_exercises() -> dict[str, tuple[str, int, tuple[str, int, int]]]:
     """label -> (chapter slug, its place among the chapter's exercises, (difficulty, minutes,
     points)), for every page of the book (the notation page's exercise too)."""
     found = {}
@@ -272,17 +276,12 @@ def test_a_folder_that_does_not_import_leaves_the_others_graded(tmp_path):
     scores 0 and says why, and the other folders in the same run are still graded."""
     for name, body in {"broken": "def triple(x):\n    return 3 * x\n",
                        "fine": "def double(x):\n    return 2 * x\n"}.items():
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "__init__.py").write_text("")
-        (folder / "solution.py").write_text(body)
-        (folder / f"test_{name}.py").write_text(
+        tiny_folder(
+            tmp_path, name, body,
             "import pytest\n\nfrom .solution import double\n\n\ndef test_two():\n"
             "    assert double(2) == 4\n\n\n@pytest.mark.parametrize('x', range(40))\n"
-            "def test_odd(x):\n    assert double(x) % 2 == (x % 2 == 0)\n")
-        (folder / "grading.toml").write_text(
-            f'[[exercise]]\nlabel = "{name}-ex1"\ndifficulty = "easy"\nminutes = 5\n'
-            "points = {test_two = 2, test_odd = 1}\n")
+            "def test_odd(x):\n    assert double(x) % 2 == (x % 2 == 0)\n",
+            "{test_two = 2, test_odd = 1}")
     broken, fine = grade([tmp_path / "broken", tmp_path / "fine"])
     # the 40 failing cases of test_odd in "fine" fill pytest's log; "broken" still gets
     # its own import error
