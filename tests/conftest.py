@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
@@ -83,23 +83,30 @@ def chapter_pages() -> list[str]:
             for entry in part.get("chapters", [])]
 
 
-def run_build(*extra: str) -> subprocess.CompletedProcess[str]:
-    """``jupyter-book build . -W -n --keep-going`` with this interpreter's environment."""
+def run_build(*extra: str, niceness: int = 0) -> subprocess.CompletedProcess[str]:
+    """``jupyter-book build . -W -n --keep-going`` with this interpreter's environment,
+    ``niceness`` steps below the session's priority."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [str(Path(sys.executable).with_name("jupyter-book")), "build", ".",
                "-W", "-n", "--keep-going", *extra]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=3600)
+                          timeout=3600,
+                          preexec_fn=functools.partial(os.nice, niceness) if niceness else None)
 
 
 #: Fixtures that need the built site: a session with a test that uses one starts the build.
-NEEDS_BOOK = {"built_book", "site_url", "built_pdf"}
+NEEDS_BOOK = {"built_book", "site_url", "built_pdf", "no_change_rebuild"}
 #: Tests that use one of these (the site, or Chromium, which the site's tests share) run after
 #: all the others, which run while the book builds in the background.
 GOES_LAST = NEEDS_BOOK | {"browser"}
-#: The strict build, started with the session when a selected test needs it.
+#: The background builds of a session, started with it when a selected test needs them: the
+#: strict build, then the same build again with nothing changed (it must execute nothing),
+#: then the PDF edition, which reads the same execution cache and saved environment. Each
+#: touches what the others do, so one thread runs them in turn; the PDF's runs beside the
+#: site's tests at the chapter runs' lower priority.
 _book_build: Future | None = None
-
+_rebuild: Future | None = None
+_pdf_build: Future | None = None
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need the built book go after the others, and the tests that only collect
@@ -127,26 +134,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Start the strict build when the session starts, in a thread that waits for its
-    process, if any selected test needs the built book; ``built_book`` collects it."""
-    global _book_build
-    if any(NEEDS_BOOK & set(getattr(item, "fixturenames", ()))
-           for item in request.session.items):
+    """Start the background builds with the session, in a thread that waits for each
+    process in turn, if any selected test needs the built book; ``built_book``,
+    ``no_change_rebuild`` and ``pdf_build`` collect them."""
+    global _book_build, _rebuild, _pdf_build
+    used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
+    if NEEDS_BOOK & used:
         _book_build = Future()
-
-        def build() -> None:
-            try:
-                result = run_build()
-            except BaseException as error:  # handed to built_book, which raises it
-                _timeline["build"] = round(time.time() - _session_start, 1)
-                _book_build.set_exception(error)
-                return
-            _timeline["build"] = round(time.time() - _session_start, 1)
-            _book_build.set_result(result)
-
-        # A daemon thread: a session that ends early (-x) does not wait for the build.
-        threading.Thread(target=build, daemon=True, name="book-build").start()
+        _rebuild = Future() if "no_change_rebuild" in used else None
+        _pdf_build = Future() if "built_pdf" in used else None
+        # A daemon thread: a session that ends early (-x) does not wait for the builds.
+        threading.Thread(target=_build_in_turn, daemon=True, name="book-build",
+                         args=(_book_build, _rebuild, _pdf_build, run_build, _timeline)
+                         ).start()
     yield
+
+
+def _settle(future: Future | None, work: Callable[[], object]) -> None:
+    """Give ``future`` what ``work()`` returns, or what it raises."""
+    if future is None:
+        return
+    try:
+        future.set_result(work())
+    except BaseException as error:  # handed to the fixture, which raises it
+        future.set_exception(error)
+
+
+def _timed_pdf_build(build: Callable[..., subprocess.CompletedProcess[str]] | None = None
+                     ) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    result = (build or run_build)("--builder", "pdflatex", niceness=BACKGROUND_NICENESS)
+    return time.perf_counter() - start, result
+
+
+def _build_in_turn(book: Future, rebuild: Future | None, pdf: Future | None,
+                   build: Callable[..., subprocess.CompletedProcess[str]],
+                   timeline: dict[str, float]) -> None:
+    """The strict build (its outcome goes to ``book``); the same build again (``rebuild``),
+    before the site's tests read the pages it may touch; then the PDF (``pdf``). When the
+    strict build fails, the other futures are settled with the reason, so no test waits
+    forever. ``timeline["build"]``: when ``book`` was settled."""
+    strict: Future = Future()
+    _settle(strict, build)
+    ok = strict.exception() is None and strict.result().returncode == 0
+    failed = RuntimeError("the strict build failed, so it was not run")
+    if ok:
+        _settle(rebuild, build)
+    elif rebuild is not None:
+        rebuild.set_exception(failed)
+    timeline["build"] = round(time.time() - _session_start, 1)
+    if strict.exception() is None:
+        book.set_result(strict.result())
+    else:
+        book.set_exception(strict.exception())
+    if ok:
+        _settle(pdf, functools.partial(_timed_pdf_build, build))
+    elif pdf is not None:
+        pdf.set_exception(failed)
 
 
 @pytest.fixture(scope="session")
@@ -158,6 +202,20 @@ def built_book() -> Path:
     _build_seconds.update((name, float(s)) for name, s in EXECUTED.findall(log))
     assert (HTML / "index.html").is_file()
     return HTML
+
+
+@pytest.fixture(scope="session")
+def no_change_rebuild(built_book: Path) -> subprocess.CompletedProcess[str]:
+    """The same build again, which the background thread ran right after the strict one."""
+    return _rebuild.result() if _rebuild is not None else run_build()
+
+
+@pytest.fixture(scope="session")
+def pdf_build(built_book: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """``jupyter-book build . --builder pdflatex`` (what ``make pdf`` runs) as (seconds, the
+    finished process): the background thread started it when the strict build and its
+    rebuild ended."""
+    return _pdf_build.result() if _pdf_build is not None else _timed_pdf_build()
 
 
 @pytest.fixture(scope="session")

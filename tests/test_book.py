@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -445,8 +446,9 @@ def test_extensions_render_on_the_notation_page(built_book: Path) -> None:
         "the bibtex reference did not render"
 
 
-def test_no_change_rebuild_executes_nothing(built_book: Path) -> None:
-    result = run_build()
+def test_no_change_rebuild_executes_nothing(
+        no_change_rebuild: subprocess.CompletedProcess[str]) -> None:
+    result = no_change_rebuild
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     assert "Executing notebook" not in log, "a no-change rebuild re-executed a chapter"

@@ -14,14 +14,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from bs4 import BeautifulSoup
-from conftest import BUILD, HTML, ROOT, run_build, toc_pages
+from conftest import BUILD, HTML, ROOT, toc_pages
 
 pytestmark = pytest.mark.book
 
@@ -76,14 +75,14 @@ def chapter_titles() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def built_pdf(built_book: Path, record_testsuite_property) -> Path:
-    """``jupyter-book build . --builder pdflatex`` (what ``make pdf`` runs), copied into the
-    site as ``make pdf`` does."""
+def built_pdf(pdf_build: tuple[float, subprocess.CompletedProcess[str]],
+              record_testsuite_property) -> Path:
+    """``jupyter-book build . --builder pdflatex`` (what ``make pdf`` runs; conftest's
+    background thread starts it when the HTML build is done), copied into the site as
+    ``make pdf`` does."""
     for name in ("xelatex", "latexmk"):
         tool(name)
-    start = time.perf_counter()
-    result = run_build("--builder", "pdflatex")
-    seconds = time.perf_counter() - start
+    seconds, result = pdf_build
     log = result.stdout + result.stderr
     assert result.returncode == 0, f"the PDF build failed:\n{log[-6000:]}"
     pdf = LATEX / PDF_NAME

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -164,3 +165,72 @@ def test_paced_runs_stop_handing_out_jobs() -> None:
     assert not runs.futures[1].done() and not runs.futures[2].done()
     with pytest.raises(ValueError, match="width must be at least 1"):
         conftest.PacedRuns(pool, [], width=0)
+
+
+class FakeBuilds:
+    """Stands in for ``conftest.run_build``: notes each build's arguments and whether the
+    strict build's future was settled when it started, and fails the builds it is told to."""
+
+    def __init__(self, book: Future, failing: tuple[str, ...] = ()) -> None:
+        self.book = book
+        self.calls: list[tuple[str, int]] = []
+        self.settled_before: list[bool] = []
+        self.failing = failing
+
+    def __call__(self, *extra: str, niceness: int = 0) -> subprocess.CompletedProcess[str]:
+        name = "pdf" if "pdflatex" in extra else "html"
+        self.calls.append((name, niceness))
+        self.settled_before.append(self.book.done())
+        code = 1 if name in self.failing else 0
+        return subprocess.CompletedProcess(["jupyter-book"], code, f"{name} log", "")
+
+
+def builds(*, rebuild: bool = True, pdf: bool = True) -> tuple[Future, ...]:
+    """The three futures the background thread settles (None for one not selected)."""
+    return Future(), Future() if rebuild else None, Future() if pdf else None
+
+
+def test_the_rebuild_runs_before_the_site_is_handed_out_and_the_pdf_after() -> None:
+    book, rebuild, pdf = builds()
+    fake, timeline = FakeBuilds(book), {}
+    conftest._build_in_turn(book, rebuild, pdf, fake, timeline)
+    assert fake.calls == [("html", 0), ("html", 0), ("pdf", conftest.BACKGROUND_NICENESS)]
+    # The site's tests start when `book` is settled: after the rebuild, before the PDF.
+    assert fake.settled_before == [False, False, True]
+    assert book.result().returncode == 0
+    assert rebuild.result().stdout == "html log"
+    seconds, result = pdf.result()
+    assert result.stdout == "pdf log" and seconds >= 0
+    assert set(timeline) == {"build"}
+
+
+def test_a_failed_strict_build_settles_every_waiting_build() -> None:
+    book, rebuild, pdf = builds()
+    fake = FakeBuilds(book, failing=("html",))
+    conftest._build_in_turn(book, rebuild, pdf, fake, {})
+    assert fake.calls == [("html", 0)]  # nothing more is built after a failed build
+    assert book.result().returncode == 1
+    for future in (rebuild, pdf):
+        with pytest.raises(RuntimeError, match="the strict build failed"):
+            future.result(timeout=0)
+
+
+def test_only_the_selected_builds_run() -> None:
+    book, rebuild, pdf = builds(rebuild=False, pdf=False)
+    fake = FakeBuilds(book)
+    conftest._build_in_turn(book, rebuild, pdf, fake, {})
+    assert fake.calls == [("html", 0)]
+    assert book.result().returncode == 0
+
+
+def test_a_build_that_raises_reaches_its_fixture() -> None:
+    def broken(*extra: str, niceness: int = 0) -> subprocess.CompletedProcess[str]:
+        raise OSError("jupyter-book is missing")
+
+    book, rebuild, pdf = builds()
+    conftest._build_in_turn(book, rebuild, pdf, broken, {})
+    with pytest.raises(OSError, match="jupyter-book is missing"):
+        book.result(timeout=0)
+    for future in (rebuild, pdf):
+        with pytest.raises(RuntimeError, match="the strict build failed"):
+            future.result(timeout=0)
