@@ -34,7 +34,7 @@ TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommen
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
 	@echo "make test       run the whole test suite (lint, package, book build, Chromium, PDF,"
-	@echo "                and every chapter again in two perturbed numeric environments)"
+	@echo "                and every chapter again in a perturbed numeric environment)"
 	@echo "make test-fast  lint and the package's tests only: no book, browser or chapter runs"
 	@echo "make test-compat the package's tests on the LOWEST dependency versions that"
 	@echo "                pyproject.toml declares, in .venv-compat (downloads about 2.5 GB)"

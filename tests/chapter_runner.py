@@ -39,12 +39,13 @@ from attnbook_sphinx import KERNEL_ENV  # noqa: E402
 #: count). Besides splitting reductions differently, some kernels (PyTorch's fused attention
 #: among them) allocate scratch memory per thread, so a claim about memory can depend on the
 #: thread count too.
-#: ``scrambled-clock``: every timer returns random readings (``kernel_startup/scramble.py``),
-#: standing in for a machine so loaded, or so different, that any timing comparison can come
-#: out either way. ``mirrored-clock``: the same random steps in reverse order of size, so
-#: that of two runs, one scrambled and one mirrored, each orders two one-step timings read at
-#: the same points the other way (not always a minimum over rounds, a sum or a median of an
-#: even count; the scrambled run alone is the check the suite has always had).
+#: ``reversed-clock``: every timer's reading advances by a step that is shorter the longer the
+#: real wait since the last reading (``kernel_startup/scramble.py``), so two measured
+#: durations come out in reverse order of the real ones: a timing verdict that holds on the
+#: build machine fails here, on any machine, where a random clock lets it through half the
+#: time. ``scrambled-clock``: random readings, standing in for a machine so loaded, or so
+#: different, that any timing comparison can come out either way; ``mirrored-clock``: the
+#: same random steps in reverse order of size.
 #: The startup files are IPython startup files, run in the chapter's kernel before its first
 #: cell.
 #:
@@ -60,12 +61,14 @@ ENVIRONMENTS: dict[str, dict[str, str]] = {
     "many-threads": {"OMP_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"},
     "scrambled-clock": {"ATTNBOOK_CLOCK_SEED": "20261125"},
     "mirrored-clock": {"ATTNBOOK_CLOCK_SEED": "20261125", "ATTNBOOK_CLOCK_MIRROR": "1"},
+    "reversed-clock": {"ATTNBOOK_CLOCK_REVERSE": "1"},
 }
 _STARTUP_FOLDER = Path(__file__).with_name("kernel_startup")
 STARTUP = {
     "many-threads": _STARTUP_FOLDER / "sixteen_threads.py",
     "scrambled-clock": _STARTUP_FOLDER / "scramble.py",
     "mirrored-clock": _STARTUP_FOLDER / "scramble.py",
+    "reversed-clock": _STARTUP_FOLDER / "scramble.py",
 }
 
 

@@ -182,9 +182,9 @@ def checked(request: pytest.FixtureRequest, site_url: str, built_book: Path
 
     The slow checks (axe-core, 15 to 35 s a page here, and the full-page picture) run in a
     second Chromium, driven from a thread with a Playwright of its own and served by a
-    server of its own, page by page in the order of the tests, while the other tests read
-    ``views``: on two cores, the site's tests take two thirds of the time they took one
-    after the other. Only the pages of the selected tests are checked.
+    server of its own (the recording server's log stays the main tests'), page by page in
+    the order of the tests, while the other tests read ``views``: each Chromium keeps one
+    core busy. Only the pages of the selected tests are checked.
     """
     wanted = {item.callspec.params["name"] for item in request.session.items
               if "checked" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec")}

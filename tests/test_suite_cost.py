@@ -15,10 +15,19 @@ from pathlib import Path
 import conftest
 import pytest
 from chapter_runner import notebook_chapters
-from conftest import PORTABLE, ROOT
+from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_suite  # noqa: E402
+
+#: Two made-up portability environments: the record and the table hold any number of them.
+TWO = ["one-thread+reversed-clock", "many-threads"]
+
+
+@pytest.fixture(autouse=True)
+def two_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conftest, "PORTABLE", TWO)
+    monkeypatch.setattr(bench_suite, "PORTABLE", TWO)
 
 
 def finished(seconds: float, problem: str | None = None) -> Future:
@@ -39,20 +48,20 @@ def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_record_holds_each_run_and_each_chapter_digest(record_file: Path) -> None:
     failed: Future = Future()
     failed.set_exception(RuntimeError("the worker died"))
-    futures = {(env, path.stem): finished(10.0) for env in PORTABLE
+    futures = {(env, path.stem): finished(10.0) for env in TWO
                for path in notebook_chapters()}
-    futures.update({(PORTABLE[0], "scaling"): finished(41.26),
-                    (PORTABLE[1], "scaling"): finished(37.5, "a cell failed"),
-                    (PORTABLE[0], "notation"): failed})
+    futures.update({(TWO[0], "scaling"): finished(41.26),
+                    (TWO[1], "scaling"): finished(37.5, "a cell failed"),
+                    (TWO[0], "notation"): failed})
     conftest.record_suite_cost(futures)
     record = json.loads(record_file.read_text())
     # A failed chapter still took its time; a run that never finished has none.
-    assert record["chapter_runs"]["scaling"] == {PORTABLE[0]: 41.3, PORTABLE[1]: 37.5}
-    assert record["chapter_runs"]["notation"] == {PORTABLE[1]: 10.0}
+    assert record["chapter_runs"]["scaling"] == {TWO[0]: 41.3, TWO[1]: 37.5}
+    assert record["chapter_runs"]["notation"] == {TWO[1]: 10.0}
     scaling = (ROOT / "book" / "scaling.md").read_bytes()
     assert record["digests"]["scaling"] == hashlib.sha256(scaling).hexdigest()
     assert set(record["digests"]) == {path.stem for path in notebook_chapters()}
-    assert record["portable"] == PORTABLE and record["session_seconds"] > 0
+    assert record["portable"] == TWO and record["session_seconds"] > 0
     assert isinstance(record["timeline"], dict)
     seconds = [s for _, s in record["tests"]]
     assert seconds == sorted(seconds, reverse=True)
@@ -60,12 +69,12 @@ def test_the_record_holds_each_run_and_each_chapter_digest(record_file: Path) ->
 
 def test_a_partial_session_keeps_the_last_full_record(record_file: Path) -> None:
     """A -k subset, or a session stopped before its runs ended, writes nothing."""
-    subset = {(PORTABLE[0], "scaling"): finished(41.0)}
+    subset = {(TWO[0], "scaling"): finished(41.0)}
     conftest.record_suite_cost(subset)
     assert not record_file.exists()
-    unfinished = {(env, path.stem): finished(10.0) for env in PORTABLE
+    unfinished = {(env, path.stem): finished(10.0) for env in TWO
                   for path in notebook_chapters()}
-    unfinished[(PORTABLE[1], "scaling")] = Future()  # still running
+    unfinished[(TWO[1], "scaling")] = Future()  # still running
     conftest.record_suite_cost(unfinished)
     assert not record_file.exists()
 
@@ -80,10 +89,10 @@ def test_stale_chapters_are_the_new_and_the_changed() -> None:
 
 
 def test_the_table_puts_the_costliest_first_with_shares() -> None:
-    record = {"chapter_runs": {"a": {PORTABLE[0]: 10.0, PORTABLE[1]: 20.0},
-                               "b": {PORTABLE[0]: 50.0, PORTABLE[1]: 40.0}},
+    record = {"chapter_runs": {"a": {TWO[0]: 10.0, TWO[1]: 20.0},
+                               "b": {TWO[0]: 50.0, TWO[1]: 40.0}},
               "build_execution": {"b": 45.0}}
-    lines = bench_suite.chapter_table(record, {"c": {PORTABLE[0]: 5.0, PORTABLE[1]: 5.0}})
+    lines = bench_suite.chapter_table(record, {"c": {TWO[0]: 5.0, TWO[1]: 5.0}})
     rows = [line.split() for line in lines[1:4]]
     assert [row[0] for row in rows] == ["b", "a", "c"]
     assert rows[0][1:6] == ["45.0", "50.0", "40.0", "90.0", "69.2%"]
@@ -97,8 +106,8 @@ def test_bench_prints_the_slowest_tests_of_the_record(record_file: Path,
     digests = {path.stem: bench_suite.digest(path) for path in notebook_chapters()}
     record_file.write_text(json.dumps({
         "finished": "2026-11-28 23:00:00", "session_seconds": 1200.0, "cores": 2,
-        "portable": PORTABLE, "tests": tests, "chapter_runs": {"scaling": {
-            PORTABLE[0]: 40.0, PORTABLE[1]: 38.0}},
+        "portable": TWO, "tests": tests, "chapter_runs": {"scaling": {
+            TWO[0]: 40.0, TWO[1]: 38.0}},
         "build_execution": {"scaling": 42.0}, "digests": digests,
         "timeline": {"build": 700.4, "runs": 1150.6}}))
     assert bench_suite.main(["--no-run"]) == 0

@@ -1,17 +1,25 @@
-"""An IPython startup file: every clock a chapter times with returns scrambled readings.
+"""An IPython startup file: every clock a chapter times with gives readings unrelated to the
+work, or worse, in reverse order of the work.
 
-Each reading advances the clock by a random step between 1 microsecond and 1 second, so any
-measured duration is a random number unrelated to the work. A chapter that executes without
-error under it neither asserts a timing relation nor breaks when its timings come out the
-other way round; whatever comparison words it glues, it computes from the measurement.
+With ``ATTNBOOK_CLOCK_REVERSE=1`` (the ``reversed-clock`` environment, the one the suite
+runs) each reading advances the clock by 1 + 10**-6 / (d + 10**-6) seconds, where d is the
+real time since the clock's previous reading: the longer the real wait, the shorter the step.
+Any duration measured between two readings comes out in reverse order of the real durations,
+so a verdict that holds on the build machine ("the cached step is the faster one") fails
+here, whatever the machine, and a comparison too close to call fails about half the time. A
+step is never under a second, so a loop that runs until a time budget is spent stops. A
+minimum, median or maximum over rounds is reversed too when every round of one is shorter than
+every round of the other; a duration with more readings inside it is not always.
 
-The steps are drawn from a generator seeded by ``ATTNBOOK_CLOCK_SEED``, so a run can be
-repeated exactly. With ``ATTNBOOK_CLOCK_MIRROR=1`` each step is mirrored, 10**-6 / step: the
-same draws, in reverse order of size. Two runs of a chapter, one plain and one mirrored, that
-read the clock at the same points then see any two one-step durations ordered both ways, so a
-verdict that one of them is the shorter fails in one run, whatever the seed (a random pair alone
-lets it through half the time). A minimum over rounds, a sum of steps or a median of an even
-count is not always reversed; for those the pair of runs is no weaker than one random run.
+Otherwise each reading advances the clock by a random step between 1 microsecond and 1
+second, drawn from a generator seeded by ``ATTNBOOK_CLOCK_SEED`` (``scrambled-clock``), so
+any measured duration is a random number unrelated to the work; with
+``ATTNBOOK_CLOCK_MIRROR=1`` each step is mirrored, 10**-6 / step (``mirrored-clock``): the
+same draws, in reverse order of size.
+
+A chapter that executes without error under them neither asserts a timing relation nor
+breaks when its timings come out the other way round; whatever comparison words it glues, it
+computes from the measurement.
 """
 
 import os
@@ -21,6 +29,7 @@ import timeit
 
 _draw = random.Random(int(os.environ.get("ATTNBOOK_CLOCK_SEED", "20261125")))
 _mirror = os.environ.get("ATTNBOOK_CLOCK_MIRROR") == "1"
+_reverse = os.environ.get("ATTNBOOK_CLOCK_REVERSE") == "1"
 
 
 def _step():
@@ -29,12 +38,24 @@ def _step():
     return 10 ** (-6 - exponent if _mirror else exponent)
 
 
+def _reversed_step(real_seconds):
+    """Between 1 and 2 seconds, shorter the longer the real time since the last reading."""
+    return 1.0 + 1e-6 / (max(real_seconds, 0.0) + 1e-6)
+
+
 def _scrambled(clock, scale=1.0):
-    reading = [clock()]
+    """``clock`` (in seconds, or nanoseconds with ``scale=1e9``), scrambled or reversed."""
+    real = [clock()]
+    reading = [float(real[0])]
 
     def read():
-        reading[0] += scale * _step()
-        return type(reading[0])(reading[0])
+        if _reverse:
+            now = clock()
+            reading[0] += scale * _reversed_step((now - real[0]) / scale)
+            real[0] = now
+        else:
+            reading[0] += scale * _step()
+        return reading[0]
 
     return read
 
