@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -167,12 +168,23 @@ def check_page(browser, url: str, name: str, pictures: Path) -> Checked:
     context, tab, _ = open_view(browser, f"{url}/{name}.html", DESKTOP, "light")
     try:
         answer = Axe().run(tab, options=AXE_OPTIONS).response
-        target = pictures / f"{Path(name).name}-light.jpg"
-        # JPEG: half the time of a PNG of a page 20,000 px tall, and as good to look at
-        tab.screenshot(path=str(target), full_page=True, quality=85)
+        target = full_page_picture(tab, pictures / f"{Path(name).name}-light.jpg")
     finally:
         context.close()
     return Checked(answer, target)
+
+
+def full_page_picture(tab, target: Path) -> Path:
+    """A JPEG of the whole page (half the time of a PNG of a page 20,000 px tall, and as
+    good to look at)."""
+    target.parent.mkdir(exist_ok=True)
+    tab.screenshot(path=str(target), full_page=True, quality=85)
+    return target
+
+
+#: Seconds a test waits for the second browser's answer on its page (the slowest page takes
+#: about 35 s); after one wait runs out, the others fail at once.
+CHECK_WAIT = 600
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +202,6 @@ def checked(request: pytest.FixtureRequest, site_url: str, built_book: Path
               if "checked" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec")}
     names = [name for name in PAGES if name in wanted]
     pictures = built_book.parent / "screenshots"
-    pictures.mkdir(exist_ok=True)
     answers: dict[str, Future] = {name: Future() for name in names}
     stop = threading.Event()
 
@@ -217,11 +228,23 @@ def checked(request: pytest.FixtureRequest, site_url: str, built_book: Path
                 if not answer.done():
                     answer.set_exception(error)
 
+    stalled: list[str] = []
+
+    def answer(name: str) -> Checked:
+        try:
+            return answers[name].result(timeout=0 if stalled else CHECK_WAIT)
+        except FutureTimeout:
+            stalled.append(name)
+            stop.set()
+            raise AssertionError(f"the second browser gave no answer on {stalled[0]} in "
+                                 f"{CHECK_WAIT} s; it checks no page after it") from None
+
     worker = threading.Thread(target=work, daemon=True, name="second-browser")
     worker.start()
-    yield lambda name: answers[name].result(timeout=600)
+    yield answer
     stop.set()
     worker.join(timeout=120)
+    assert not worker.is_alive(), "the second browser did not stop within 120 s"
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -438,8 +461,6 @@ def test_screenshot_in_light_mode(checked, name: str) -> None:
 @pytest.mark.parametrize("name", PAGES)
 def test_screenshot_in_dark_mode(views, built_book: Path, name: str) -> None:
     """A picture of every page in dark mode, for a person to look at."""
-    target = built_book.parent / "screenshots" / f"{Path(name).name}-dark.jpg"
-    target.parent.mkdir(exist_ok=True)
-    # JPEG: half the time of a PNG of a page 20,000 px tall, and as good to look at
-    views(name, DESKTOP, "dark").tab.screenshot(path=str(target), full_page=True, quality=85)
+    target = full_page_picture(views(name, DESKTOP, "dark").tab,
+                               built_book.parent / "screenshots" / f"{Path(name).name}-dark.jpg")
     assert target.stat().st_size > 10_000

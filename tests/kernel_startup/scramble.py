@@ -2,14 +2,15 @@
 work, or worse, in reverse order of the work.
 
 With ``ATTNBOOK_CLOCK_REVERSE=1`` (the ``reversed-clock`` environment, the one the suite
-runs) each reading advances the clock by 1 + 10**-6 / (d + 10**-6) seconds, where d is the
-real time since the clock's previous reading: the longer the real wait, the shorter the step.
-Any duration measured between two readings comes out in reverse order of the real durations,
-so a verdict that holds on the build machine ("the cached step is the faster one") fails
-here, whatever the machine, and a comparison too close to call fails about half the time. A
-step is never under a second, so a loop that runs until a time budget is spent stops. A
-minimum, median or maximum over rounds is reversed too when every round of one is shorter than
-every round of the other; a duration with more readings inside it is not always.
+runs) each reading advances the clock by 1 + 1 / (d + 10**-6) seconds, where d is the real time
+in seconds since the clock's previous reading: the longer the real wait, the shorter the step,
+and a wait k times as long (under a second) reads about k times as short. Any one-step
+duration comes out in reverse order of the real ones, so a verdict that holds on the build
+machine ("the cached step is the faster one", "at least twice as fast") fails here, whatever
+the machine. A step is never under a second, so a loop that runs until a time budget is spent
+stops; for the same reason a lower bound under a second ("it took more than 1 ms") is not
+caught. A minimum, median or maximum over rounds is reversed too when every round of one is
+shorter than every round of the other; a duration with more readings inside it is not always.
 
 Otherwise each reading advances the clock by a random step between 1 microsecond and 1
 second, drawn from a generator seeded by ``ATTNBOOK_CLOCK_SEED`` (``scrambled-clock``), so
@@ -39,14 +40,14 @@ def _step():
 
 
 def _reversed_step(real_seconds):
-    """Between 1 and 2 seconds, shorter the longer the real time since the last reading."""
-    return 1.0 + 1e-6 / (max(real_seconds, 0.0) + 1e-6)
+    """At least a second, shorter the longer the real time since the last reading."""
+    return 1.0 + 1.0 / (max(real_seconds, 0.0) + 1e-6)
 
 
 def _scrambled(clock, scale=1.0):
     """``clock`` (in seconds, or nanoseconds with ``scale=1e9``), scrambled or reversed."""
     real = [clock()]
-    reading = [float(real[0])]
+    reading = [0.0]  # from zero: float steps stay resolvable however long the machine is up
 
     def read():
         if _reverse:
@@ -60,9 +61,14 @@ def _scrambled(clock, scale=1.0):
     return read
 
 
+_real_perf_counter = time.perf_counter
 for _name in ("perf_counter", "process_time", "thread_time"):
     setattr(time, _name, _scrambled(getattr(time, _name)))
 for _name in ("perf_counter_ns", "process_time_ns", "thread_time_ns"):
     _ns = _scrambled(getattr(time, _name), scale=1e9)
     setattr(time, _name, lambda _ns=_ns: int(_ns()))
+# timeit bound the real clock as a default argument when it was imported: rebind it.
 timeit.default_timer = time.perf_counter
+for _function in (timeit.Timer.__init__, timeit.timeit, timeit.repeat):
+    _function.__defaults__ = tuple(time.perf_counter if value is _real_perf_counter else value
+                                   for value in _function.__defaults__)
