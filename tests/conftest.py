@@ -137,6 +137,7 @@ _book_build: Future | None = None
 _rebuild: Future | None = None
 _pdf_build: Future | None = None
 
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need the built book go after the others, and the tests that only collect
     the background chapter runs go last (each group in its usual order)."""
@@ -297,8 +298,8 @@ PORTABLE = ["many-threads+baseline-cpu+reversed-clock"]
 BACKGROUND_NICENESS = 10
 #: Chapter runs at once while the strict build runs, and after it. During the build the
 #: session's own tests and the build keep both cores busy. With one run per chapter the runs
-#: ended just before the build did (stop 43's measurement), so the second place after it is
-#: for a longer book; the site's tests (two Chromiums, the PDF) then take the cores first.
+#: end about when the build does (measured on 2 cores), so the second place after it is for
+#: a longer book; the site's tests (two Chromiums, the PDF) then take the cores first.
 RUNS_DURING_BUILD, RUNS_AFTER_BUILD = 1, 2
 
 
