@@ -115,20 +115,50 @@ def test_mathjax_is_served_by_the_site(built_book: Path) -> None:
         assert target.is_file(), f"MathJax script {src} is not in the built site"
 
 
+@functools.cache
+def _ids(path: Path, stamp: tuple[int, int]) -> frozenset[str]:
+    return frozenset(re.findall(r'\bid="([^"]+)"', path.read_text(encoding="utf-8")))
+
+
+def ids_on(path: Path) -> frozenset[str]:
+    """The ids of the elements of the built page at ``path`` (read again if it changed)."""
+    stat = path.stat()
+    return _ids(path, (stat.st_mtime_ns, stat.st_size))
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_internal_links_resolve(built_book: Path, page: str) -> None:
+    """Every link on the page that stays in the site (the text's, the sidebar's, the
+    buttons', a download's, the PDF's) and every file it loads is there, and a link to a
+    place on a page finds an element with that id."""
     html = soup(page)
     here = (HTML / page).parent
-    for anchor in html.select("a.reference.internal[href]"):
-        href = anchor["href"]
+    targets = [(tag.name, tag["href"]) for tag in html.select("a[href], link[href]")]
+    targets += [(tag.name, tag[attribute]) for tag_name, attribute in RESOURCE_ATTRIBUTES.items()
+                for tag in html.select(f"{tag_name}[{attribute}]")]
+    checked = 0
+    for tag, href in targets:
         parts = urlsplit(href)
-        if parts.scheme or not parts.path:
+        if parts.scheme or parts.netloc or EXTERNAL.match(href) \
+                or (tag == "link" and not parts.path):
             continue
-        target = (here / unquote(parts.path)).resolve()
-        assert target.is_file(), f"{page}: link {href!r} points at a missing file"
-        if parts.fragment:
-            target_html = target.read_text(encoding="utf-8")
-            assert f'id="{parts.fragment}"' in target_html, f"{page}: anchor {href!r} missing"
+        target = (here / unquote(parts.path)).resolve() if parts.path else HTML / f"{page}.html"
+        assert target.is_file(), f"{page}: {tag} {href!r} points at a missing file"
+        if parts.fragment and target.suffix == ".html":
+            assert unquote(parts.fragment) in ids_on(target), \
+                f"{page}: {tag} {href!r} points at no element of {target.name}"
+        checked += 1
+    assert checked > 20, f"{page}: only {checked} links and resources in the site"
+
+
+def test_no_index_pages_nothing_links_to(built_book: Path) -> None:
+    """The build writes no general index and no "Proof Index" (sphinx-proof's labels): the
+    book has no index, and those pages were empty lists nothing linked to. A copy left by a
+    build before this rule is older than the front page, which every build since wrote."""
+    front = (HTML / "book" / "intro.html").stat().st_mtime_ns
+    for leftover in ("genindex.html", "prf-prf.html"):
+        path = HTML / leftover
+        assert not path.exists() or path.stat().st_mtime_ns < front, f"the build wrote {leftover}"
 
 
 @pytest.mark.parametrize("page", chapter_pages())
@@ -183,8 +213,13 @@ def test_chapter_page_weight(built_book: Path, page: str) -> None:
     total = html_file.stat().st_size + sum(path.stat().st_size for path in images)
     assert total < PAGE_BUDGET_BYTES, f"{page}: {total / 1e6:.2f} MB with its images"
     for path in images:
-        with Image.open(path) as image:
-            assert image.width <= MAX_IMAGE_PIXELS_WIDE, f"{path.name} is {image.width} px wide"
+        if path.suffix == ".svg":  # matplotlib's: width="460.8pt", 4/3 px a point
+            width = float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', path.read_text(
+                encoding="utf-8")).group(1)) * 4 / 3
+        else:
+            with Image.open(path) as image:
+                width = image.width
+        assert width <= MAX_IMAGE_PIXELS_WIDE, f"{path.name} is {width:.0f} px wide"
 
 
 #: A chapter a programmer new to transformers can read in one sitting. The code budget was

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -357,6 +358,75 @@ def test_shown_code_fits_the_column(views, name: str) -> None:
 #: Pages without a single code block.
 TEXT_ONLY_PAGES = {"book/notation", "book/changes", "book/bibliography"}
 
+#: What a cell printed or returned, as a reader sees it (not an error message, which wraps,
+#: and not an output folded away).
+SHOWN_OUTPUTS = """() => [...document.querySelectorAll("article .cell_output pre")]
+    .filter(pre => pre.checkVisibility() && !pre.closest(".traceback"))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_shown_outputs_fit_the_column(views, name: str) -> None:
+    """At 1280 px every printed output fits its box (77 characters a line): a wide table is
+    printed in two halves, a long list in rows, and nothing hides behind a scroll bar."""
+    wide = views(name).tab.evaluate(
+        f"() => ({SHOWN_OUTPUTS})().filter(pre => pre.scrollWidth > pre.clientWidth + 1)"
+        ".map(pre => pre.textContent.split('\\n')"
+        ".reduce((a, b) => b.length > a.length ? b : a))")
+    assert not wide, f"{name}: {len(wide)} outputs wider than the column at 1280 px; " \
+        f"their longest lines: {wide}"
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_a_cells_printed_lines_are_one_output(views, name: str) -> None:
+    """The lines a cell prints show in one box, not in as many boxes as the kernel sent
+    messages (myst-nb's ``nb_merge_streams``)."""
+    split = views(name).tab.evaluate(
+        """() => [...document.querySelectorAll("article .cell_output")].filter(output =>
+            [...output.children].some((child, i, all) => i > 0
+                && child.matches(".output.stream") && all[i - 1].matches(".output.stream")))
+            .map(output => output.textContent.trim().slice(0, 80))""")
+    assert not split, f"{name}: {len(split)} cells print in several boxes: {split}"
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_display_equations_fit_the_column(views, name: str) -> None:
+    """At 1280 px no displayed equation is wider than the column: a long one is broken
+    into aligned lines. (On a phone one may still scroll inside its own box.)"""
+    tab = views(name).tab
+    wide = tab.evaluate(
+        """() => [...document.querySelectorAll("article div.math mjx-container")]
+            .filter(m => m.checkVisibility() && m.scrollWidth > m.clientWidth + 1)
+            .map(m => `${m.scrollWidth} px in ${m.clientWidth} px: `
+                 + m.querySelector("mjx-assistive-mml").textContent.slice(0, 60))""")
+    assert not wide, f"{name}: {len(wide)} equations wider than the column: {wide}"
+
+
+#: Inline formulas a box cuts off: their box hides what overflows it (``overflow: hidden``)
+#: and they reach past its edge. One inside a box that scrolls is not cut off.
+CLIPPED_INLINE_MATHS = """() => [...document.querySelectorAll(
+        "article mjx-container:not([display=true])")]
+    .filter(m => m.checkVisibility()).filter(m => {
+        const box = m.getBoundingClientRect();
+        for (let e = m.parentElement; e && e.tagName !== "ARTICLE"; e = e.parentElement) {
+            const overflow = getComputedStyle(e).overflowX;
+            if (overflow === "auto" || overflow === "scroll") return false;
+            if (overflow === "hidden" || overflow === "clip") {
+                const edge = e.getBoundingClientRect();
+                return box.right > edge.right + 1 || box.left < edge.left - 1;
+            }
+        }
+        return false;
+    }).map(m => m.querySelector("mjx-assistive-mml").textContent.slice(0, 60))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_inline_maths_is_cut_off_on_a_phone(views, name: str) -> None:
+    """At 390 px an inline formula longer than the line is shown whole or scrolls in its
+    own box; the theme's ``span.math`` would otherwise hide what passes its edge."""
+    clipped = views(name, PHONE).tab.evaluate(CLIPPED_INLINE_MATHS)
+    assert not clipped, f"{name}: {len(clipped)} inline formulas cut off at {PHONE} px: " \
+        f"{clipped}"
+
 
 #: Pages that embed the interactive widgets: the explorer or a playground.
 WIDGET_PAGES = ["book/dot-product-similarity", "book/scaling", "book/attention-maps",
@@ -417,6 +487,82 @@ def test_a_failing_checkers_hint_is_shown_in_full(views, name: str, width: int) 
             f"a {box['client']} px box")
 
 
+@pytest.mark.parametrize("name", CHECKER_PAGES)
+def test_an_untouched_starters_check_reads_as_a_task(views, name: str) -> None:
+    """What a checker says on an exercise's untouched starter begins "To do:" and is framed
+    in the theme's info colour, not in the red of an error."""
+    tab = views(name).tab
+    boxes = tab.evaluate(
+        """() => [...document.querySelectorAll(".exercise div.output.traceback")].map(box =>
+            ({text: box.innerText, marked: box.classList.contains("attnbook-todo"),
+              edge: getComputedStyle(box).borderLeftColor}))""")
+    info = tab.evaluate(
+        """() => { const probe = document.createElement("div");
+            probe.style.color = "var(--pst-color-info)"; document.body.append(probe);
+            const colour = getComputedStyle(probe).color; probe.remove(); return colour; }""")
+    starters = [box for box in boxes if "is not written yet" in box["text"]]
+    assert starters, f"{name}: no untouched starter's check on the page"
+    for box in starters:
+        assert box["text"].startswith("To do: "), box["text"][:200]
+        assert box["marked"] and box["edge"] == info, (name, box, info)
+
+
+#: Every picture in a page's main column.
+PICTURES = """async () => Promise.all(
+    [...document.querySelectorAll("article img")].filter(img => img.checkVisibility())
+    .map(async img => ({src: img.getAttribute("src"), shown: img.getBoundingClientRect().width,
+        svg: /\\.svg$/i.test(img.src) ? await (await fetch(img.src)).text() : ""})))"""
+#: Matplotlib draws each text of an SVG as glyph outlines scaled by font size / 100 (points).
+GLYPH_SCALE = re.compile(r"scale\((\d*\.?\d+) -(\d*\.?\d+)\)")
+VIEW_BOX = re.compile(r'viewBox="0 0 (\d*\.?\d+) (\d*\.?\d+)"')
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_figures_are_svg_with_text_at_least_9_px(views, name: str) -> None:
+    """Every picture in the main column is an SVG, sharp at any zoom (on a phone too), and
+    at 1280 px its smallest text (tick labels and subscripts' base size) is 9 px or more."""
+    small = []
+    for picture in views(name).tab.evaluate(PICTURES):
+        assert picture["src"].endswith(".svg"), f"{name}: a raster picture {picture['src']}"
+        width = float(VIEW_BOX.search(picture["svg"]).group(1))  # points
+        sizes = [100 * float(a) for a, b in GLYPH_SCALE.findall(picture["svg"]) if a == b]
+        if sizes and min(sizes) * picture["shown"] / width < 9:
+            small.append(f"{picture['src']}: {min(sizes):.1f} pt shown at "
+                         f"{min(sizes) * picture['shown'] / width:.1f} px")
+    assert not small, f"{name}: text under 9 px in {len(small)} figures: {small}"
+
+
+#: Controls a reader taps on a phone that are under 24 px either way (WCAG 2.5.8), as
+#: "what: width x height". A checkbox counts with its label, which toggles it too. Left out:
+#: links in running text (the rule's inline exception) and the explorer's map, whose cells
+#: and row labels shrink with the map to fit a phone (a presentation the map needs; the
+#: keyboard moves through it too).
+SMALL_TARGETS = """() => [...document.querySelectorAll(
+        "article button, article input, article select, article summary, "
+        + "article [role=button], .bd-header-article button, .bd-header-article a, "
+        + ".bd-header-article label")]
+    .filter(e => e.checkVisibility({opacityProperty: true, visibilityProperty: true})
+        && !e.closest(".attnx-grid") && e.type !== "hidden")
+    .map(e => {
+        const boxes = [e, ...(e.labels || [])].map(x => x.getBoundingClientRect());
+        const width = Math.max(...boxes.map(b => b.right)) - Math.min(...boxes.map(b => b.left));
+        const height = Math.max(...boxes.map(b => b.bottom)) - Math.min(...boxes.map(b => b.top));
+        return {what: `${e.tagName.toLowerCase()}.${[...e.classList].join(".")} `
+                      + (e.getAttribute("aria-label") || e.textContent.trim()).slice(0, 30),
+                width, height};
+    })
+    .filter(t => t.width < 23.5 || t.height < 23.5)
+    .map(t => `${t.what}: ${t.width.toFixed(0)} x ${t.height.toFixed(0)}`)"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_touch_targets_are_at_least_24_px_on_a_phone(views, name: str) -> None:
+    """At 390 px every button, field, toggle and widget control is at least 24 px wide and
+    tall, so a finger hits it and not its neighbour."""
+    small = views(name, PHONE).tab.evaluate(SMALL_TARGETS)
+    assert not small, f"{name}: {len(small)} targets under 24 px: {small[:8]}"
+
+
 #: What a reader can type a search into: the theme's search buttons and any search input.
 SEARCH_FIELDS = "input[type=search], .search-button-field"
 
@@ -439,6 +585,33 @@ def test_one_search_field_in_view(views, built_book: Path, name: str) -> None:
     header = tab.locator("#pst-header").bounding_box()
     assert header is None or header["height"] == 0, f"{name}: a header bar above the page " \
         f"({header}); see {target}"
+
+
+#: Points of the sidebar's band around its search field where the chapter list shows
+#: instead of the field's own sticky row (the list scrolls under that row).
+LIST_BESIDE_SEARCH = """() => {
+    const field = document.querySelector("#pst-primary-sidebar .search-button-field");
+    const row = field.closest(".sidebar-primary-item");
+    const sidebar = document.querySelector("#pst-primary-sidebar").getBoundingClientRect();
+    const box = field.getBoundingClientRect(), seen = [];
+    for (let y = Math.max(0, box.top - 4); y <= box.bottom + 4; y += 2)
+        for (let x = sidebar.left + 1; x < sidebar.right - 1; x += 2) {
+            const hit = document.elementFromPoint(x, y);
+            if (hit && !row.contains(hit) && hit.closest("#pst-primary-sidebar nav, "
+                    + "#pst-primary-sidebar .caption, #pst-primary-sidebar a"))
+                seen.push(`(${x}, ${y}): ${hit.textContent.trim().slice(0, 30)}`);
+        }
+    return seen;
+}"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_the_chapter_list_never_shows_beside_the_search(views, name: str) -> None:
+    """At 1280x900, with the sidebar scrolled to the current chapter, no part of the chapter
+    list shows through the search field's row, not even beside the field."""
+    seen = views(name).tab.evaluate(LIST_BESIDE_SEARCH)
+    assert not seen, f"{name}: the chapter list shows beside the search at {len(seen)} " \
+        f"points, e.g. {seen[:3]}"
 
 
 def test_favicon_at_the_site_root(recorded_site) -> None:

@@ -43,6 +43,7 @@ from torch import nn
 
 from attnbook.checks import (
     ExerciseCheckError,
+    NotWrittenYet,
     check_alibi_slopes,
     check_batched_raw_attention,
     check_cache_bytes_per_token,
@@ -2416,16 +2417,29 @@ def test_the_readers_exception_is_reported_as_theirs(checker, arity):
     assert raised.value.__cause__ is error
 
 
-def test_not_implemented_gets_the_replace_hint():
+def test_an_untouched_starter_is_a_task_to_do_not_a_mistake():
     def my_softmax(scores):
         raise NotImplementedError("your code here")
 
-    with pytest.raises(ExerciseCheckError) as raised:
+    with pytest.raises(NotWrittenYet) as raised:
         check_stable_softmax(my_softmax)
     message = str(raised.value)
-    assert "my_softmax(scores) raised NotImplementedError: your code here" in message
-    assert "hint: replace the `raise NotImplementedError(...)` line" in message
+    assert message.startswith("check_stable_softmax: my_softmax(scores) is not written yet "
+                              "(it raises NotImplementedError: your code here)\n")
+    assert "check 1" not in message  # no failed check: nothing was checked yet
+    assert "to do: replace the `raise NotImplementedError(...)` line" in message
+    assert isinstance(raised.value, ExerciseCheckError)  # pytest and graders still fail it
     assert isinstance(raised.value.__cause__, NotImplementedError)
+
+
+def test_another_exception_from_the_reader_is_not_a_task_to_do():
+    def my_softmax(scores):
+        raise ValueError("my own bug")
+
+    with pytest.raises(ExerciseCheckError) as raised:
+        check_stable_softmax(my_softmax)
+    assert not isinstance(raised.value, NotWrittenYet)
+    assert "check_stable_softmax: check 1 (" in str(raised.value)
 
 
 def test_the_message_names_the_readers_line_but_no_file():
@@ -2461,7 +2475,8 @@ def test_in_ipython_the_error_shows_as_its_message_alone():
     assert isinstance(result.error_in_exec, ExerciseCheckError)  # still an error: -W fails
     assert len(shown) == 1
     lines = shown[0]
-    assert lines[0].startswith("ExerciseCheckError: check_stable_softmax: check 1")
+    assert lines[0].startswith("To do: check_stable_softmax: my_softmax(scores) is not "
+                               "written yet")
     assert not any("Traceback" in line or ".py" in line for line in lines)
 
 
@@ -2475,11 +2490,12 @@ def test_a_class_that_raises_in_init_or_forward_is_reported_as_theirs():
         def forward(self, x):
             raise NotImplementedError("your code here")
 
-    with pytest.raises(ExerciseCheckError, match=r"Unfinished\(8\) raised NotImplementedError: "
-                                                 r"create self.query"):
+    with pytest.raises(ExerciseCheckError, match=r"Unfinished\(8\) is not written yet \(it "
+                                                 r"raises NotImplementedError: create self.query"):
         check_simple_attention(Unfinished)
-    with pytest.raises(ExerciseCheckError, match=r"NoForward.forward\(x\) raised "
-                                                 r"NotImplementedError: your code here"):
+    with pytest.raises(ExerciseCheckError, match=r"NoForward.forward\(x\) is not written "
+                                                 r"yet \(it raises NotImplementedError: your "
+                                                 r"code here"):
         check_simple_attention(NoForward)
 
 

@@ -24,6 +24,7 @@ from attnbook.course import Chapter, ExerciseEffort, read_course
 from attnbook.decoder import Decoder, DecoderConfig
 from attnbook.efficient import KVCache
 from attnbook.masks import sliding_window_mask
+from attnbook.plots import MIN_TEXT_PX, text_px_per_point
 
 #: The printed numbers use two decimals: a printed value is within half a unit of the last
 #: digit of the true one (plus a little for the float64 -> text rounding).
@@ -199,9 +200,14 @@ def test_no_two_texts_overlap_and_all_stay_on_the_figure(name):
     for text, box in boxes:
         assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, (
             f"{text!r} runs off the figure: {box}")
-        # Text large enough to read at ~800 px: at least 8.5 pt.
-    sizes = [t.get_fontsize() for ax in fig.axes for t in ax.texts]
-    assert min(sizes) >= 8.5
+    # Text at least 9 px tall where the book shows the figure: at its own size (1.33 px a
+    # point) or, if wider, shrunk to the main column at 1280 px.
+    smallest = min(t.get_fontsize() for ax in fig.axes for t in ax.texts
+                   if t.get_text().strip())
+    px_per_point = text_px_per_point(fig.get_size_inches()[0])
+    assert smallest * px_per_point >= MIN_TEXT_PX, (
+        f"{smallest} pt text is {smallest * px_per_point:.1f} px in a "
+        f"{fig.get_size_inches()[0]:.2f} in figure")
     for (text_a, a), (text_b, b) in itertools.combinations(boxes, 2):
         assert not a.overlaps(b), f"{text_a!r} overlaps {text_b!r}"
 

@@ -209,7 +209,7 @@ def test_untouched_stub_fails_with_its_message(name, runs, tmp_path):
     assert all(test.status == "failed" for test in report.tests)
     log = failures(report)
     assert f"NotImplementedError: {stub_messages(name, tmp_path)[0]}" in log, log[-4000:]
-    assert "ExerciseCheckError" in log and "hint: replace the `raise NotImplementedError" in log
+    assert "NotWrittenYet" in log and "to do: replace the `raise NotImplementedError" in log
     assert file_hash(stub) == before
 
 

@@ -259,3 +259,105 @@ def test_heatmap_refuses_an_unknown_style_keyword_before_drawing():
     with pytest.raises(TypeError, match=re.escape("unknown keyword(s) ['colourbar']")):
         attention_heatmap(torch.full((2, 2), 0.5), colourbar=False)
     assert plt.get_fignums() == figures, "a refused call left a figure behind"
+
+
+# use_book_style: the look, and SVG figures (with a PNG for the PDF) in IPython.
+
+@pytest.fixture
+def shell():
+    """An IPython shell for the test's duration, then none again."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    instance = InteractiveShell.instance()
+    yield instance
+    InteractiveShell.clear_instance()
+
+
+def figure_formats(instance) -> set[str]:
+    """The MIME types that the shell's display formatters would produce for a figure."""
+    figure, ax = plt.subplots()  # IPython shows nothing for a figure without axes
+    ax.plot([0, 1])
+    bundle, _ = instance.display_formatter.format(figure)
+    plt.close(figure)
+    return set(bundle) - {"text/plain"}
+
+
+def test_use_book_style_shows_figures_as_svg_and_png_in_ipython(shell):
+    from attnbook.plots import INLINE_FORMATS, use_book_style
+
+    with mpl.rc_context():
+        use_book_style()
+        assert mpl.rcParams["svg.hashsalt"] == "attnbook"
+        assert mpl.rcParams["figure.facecolor"] == "white"
+    assert INLINE_FORMATS == ("svg", "png")
+    assert figure_formats(shell) == {"image/svg+xml", "image/png"}
+
+
+def test_book_style_svg_is_the_same_file_twice():
+    """The SVG of one figure drawn twice is the same text but for its date."""
+    import io
+
+    from attnbook.plots import book_style
+
+    def svg() -> str:
+        with mpl.rc_context(book_style()):
+            figure, ax = plt.subplots()
+            ax.plot([0, 1], [1, 0])
+            buffer = io.StringIO()
+            figure.savefig(buffer, format="svg", metadata={"Date": None})
+            plt.close(figure)
+        return buffer.getvalue()
+
+    first = svg()
+    assert "clipPath id=" in first or "clip-path" in first
+    assert svg() == first
+
+
+# legible_text: no text under 9 px where the book shows the figure.
+
+def test_legible_text_raises_small_text_of_a_figure_wider_than_the_column():
+    from attnbook.plots import MIN_TEXT_PX, legible_text, text_px_per_point
+
+    figure, ax = plt.subplots(figsize=(10.0, 3.0))  # 720 pt, shown shrunk to the column
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("title", fontsize=20)
+    ax.text(0.5, 0.5, "small note", fontsize=6)
+    ax.tick_params(labelsize=7)
+    assert legible_text(figure) is figure
+    figure.canvas.draw()  # new tick labels take the axis's size too
+    px = text_px_per_point(10.0)
+    assert px < 1  # shrunk: each point shows under a pixel
+    ticks = [t for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+    for text in ticks + ax.texts:
+        assert text.get_fontsize() * px >= MIN_TEXT_PX - 1e-9, text
+    assert ax.title.get_fontsize() == 20  # larger text stays as it was
+
+
+def test_legible_text_leaves_a_figure_that_fits_the_column_alone():
+    from attnbook.plots import legible_text, text_px_per_point
+
+    figure, ax = plt.subplots(figsize=(6.0, 3.0))
+    ax.text(0.5, 0.5, "seven points", fontsize=7)
+    legible_text(figure)
+    assert ax.texts[0].get_fontsize() == 7  # 7 pt at 4/3 px a point is 9.3 px
+    assert text_px_per_point(6.0) == 96 / 72
+
+
+def test_legible_text_refuses_what_is_not_a_figure():
+    from attnbook.plots import legible_text
+
+    with pytest.raises(TypeError, match="fig must be a matplotlib Figure, got Axes"):
+        legible_text(plt.subplots()[1])
+
+
+def test_figures_shown_in_ipython_have_their_small_text_raised(shell):
+    from attnbook.plots import use_book_style
+
+    with mpl.rc_context():
+        use_book_style()
+        figure, ax = plt.subplots(figsize=(10.0, 3.0))
+        ax.text(0.5, 0.5, "small note", fontsize=6)
+        bundle, _ = shell.display_formatter.format(figure)
+        plt.close(figure)
+    assert "image/svg+xml" in bundle
+    assert ax.texts[0].get_fontsize() > 6

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from docutils import nodes
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_sphinx  # noqa: E402
@@ -189,3 +190,24 @@ def test_front_page_links_to_the_pdf_only_when_it_is_there(tmp_path: Path) -> No
     page.write_text("<p>In print: a link in a new form.</p>", encoding="utf-8")
     with pytest.raises(ValueError, match="update PDF_LINK"):
         attnbook_sphinx.point_pdf_link(tmp_path)
+
+
+def test_a_checkers_to_do_on_a_starter_is_marked_and_other_errors_are_not() -> None:
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    document = new_document("page", get_default_settings(Parser))
+    outputs = {
+        "todo": nodes.literal_block("", "To do: check_x: f(x) is not written yet (...)\n",
+                                    classes=["output", "traceback"]),
+        "error": nodes.literal_block("", "ExerciseCheckError: check_x: check 1 failed\n",
+                                     classes=["output", "traceback"]),
+        "printed": nodes.literal_block("", "To do: a line a cell printed\n",
+                                       classes=["output", "stream"]),
+    }
+    for block in outputs.values():
+        document += block
+    attnbook_sphinx.MarkStartersTodo(document).run()
+    marked = {name for name, block in outputs.items() if "attnbook-todo" in block["classes"]}
+    assert marked == {"todo"}

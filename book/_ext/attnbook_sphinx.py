@@ -281,6 +281,28 @@ def name_cell_toggles_by_their_text(app: Sphinx, pagename: str, templatename: st
             UNREPAIRED_TOGGLE)
 
 
+#: How a checker's message on an untouched exercise starter begins (attnbook.checks shows a
+#: ``NotWrittenYet`` so in IPython).
+TODO_PREFIX = "To do: "
+
+
+class MarkStartersTodo(SphinxPostTransform):
+    """Give the class ``attnbook-todo`` to a cell output that is a checker's "To do" message.
+
+    On an untouched starter the checker has nothing to check yet; it says what to write. The
+    book's stylesheet shows that as an instruction, not in the red frame of an error.
+    """
+
+    builders = ("html",)
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        for block in self.document.findall(nodes.literal_block):
+            if {"output", "traceback"} <= set(block["classes"]) \
+                    and block.astext().startswith(TODO_PREFIX):
+                block["classes"].append("attnbook-todo")
+
+
 class DropEmptySectionsInPrint(SphinxPostTransform):
     """Leave out of the PDF a section that has nothing left but its title.
 
@@ -354,6 +376,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", link_pdf_when_built)
     app.add_post_transform(DropEmptySectionsInPrint)
+    app.add_post_transform(MarkStartersTodo)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
     app.connect("build-finished", functools.partial(forget_failed_build, warnings=warnings))

@@ -66,7 +66,7 @@ from .decoder import Decoder, DecoderConfig, _without_initialisation
 from .efficient import KVCache, _blocks
 from .layers import MultiHeadAttention
 from .masks import causal_mask, sliding_window_mask
-from .plots import HEATMAP_CMAP, MASKED_GREY, OKABE_ITO, book_style
+from .plots import HEATMAP_CMAP, MASKED_GREY, OKABE_ITO, book_style, legible_text
 from .positions import rope
 
 __all__ = [
@@ -215,10 +215,12 @@ def _require_int(name: str, value: object, low: int, high: int) -> int:
 
 
 def _check_width(fig: Figure) -> Figure:
+    """Refuse a figure wider than :data:`MAX_WIDTH_PX`, and raise any text too small to read
+    where the book shows the figure (:func:`attnbook.plots.legible_text`)."""
     width_px = fig.get_size_inches()[0] * fig.dpi
     if width_px > MAX_WIDTH_PX:  # pragma: no cover - a guard on this module's own layouts
         raise AssertionError(f"diagram is {width_px:.0f} px wide, over {MAX_WIDTH_PX}")
-    return fig
+    return legible_text(fig)
 
 
 # --------------------------------------------------------------------------- 1. query_trip

@@ -8,6 +8,7 @@ background that stays legible when the page around it is in dark mode.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -16,10 +17,13 @@ import numpy as np
 import torch
 from cycler import cycler
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
 
 __all__ = ["OKABE_ITO", "HEATMAP_CMAP", "attention_heatmap", "attention_heatmap_row",
-           "book_style", "draw_heatmap", "plot_vectors_2d",
+           "COLUMN_PX", "INLINE_FORMATS", "MIN_TEXT_PX", "book_style", "draw_heatmap",
+           "legible_text", "text_px_per_point", "plot_vectors_2d",
            "use_book_style", "mask_panels", "shade_masked"]
 
 #: Okabe & Ito (2008), a palette distinguishable under the common colour-vision deficiencies.
@@ -60,12 +64,68 @@ def book_style() -> dict[str, object]:
         "font.size": 10,
         "axes.titlesize": 11,
         "image.cmap": HEATMAP_CMAP,
+        # Stable element ids in an SVG file: the same figure gives the same file.
+        "svg.hashsalt": "attnbook",
     }
 
 
+#: The widest a figure shows on the book's page at 1280 px, in CSS pixels (the column less
+#: the figure's margins): a wider figure is shrunk to it (tests/test_browser.py measures).
+COLUMN_PX = 672
+#: The smallest text a figure shows on the page, in CSS pixels.
+MIN_TEXT_PX = 9.0
+
+
+def text_px_per_point(width_inches: float) -> float:
+    """CSS pixels that a point of text takes in a figure ``width_inches`` wide on the book's
+    page: 4/3 at the figure's own size, less when it is shrunk to :data:`COLUMN_PX`."""
+    return min(96 / 72, COLUMN_PX / (72 * width_inches))
+
+
+def legible_text(fig: Figure) -> Figure:
+    """Raise every text of ``fig`` (titles, labels, annotations, tick labels) that would show
+    under :data:`MIN_TEXT_PX` on the book's page to that size, and return ``fig``.
+
+    Only a figure wider than the column needs it: at its own size 6.75 pt already makes 9 px.
+    """
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    floor = math.ceil(10 * MIN_TEXT_PX / text_px_per_point(fig.get_size_inches()[0])) / 10
+    for ax in fig.axes:  # tick labels are made anew as the axes draw: set them by axis
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = [t for t in axis.get_ticklabels() if t.get_text().strip()]
+            if labels and min(t.get_fontsize() for t in labels) < floor:
+                ax.tick_params(axis=name, labelsize=floor)
+    for text in fig.findobj(Text):
+        if text.get_text().strip() and text.get_fontsize() < floor:
+            text.set_fontsize(floor)
+    return fig
+
+
+#: How Jupyter shows a figure: SVG for the web pages (sharp at any zoom, on a phone too)
+#: and PNG for the PDF edition, whose LaTeX builder cannot read SVG.
+INLINE_FORMATS = ("svg", "png")
+
+
 def use_book_style() -> None:
-    """Apply the book's figure style to every figure drawn from now on."""
+    """Apply the book's figure style to every figure drawn from now on, and in IPython or
+    Jupyter show figures in :data:`INLINE_FORMATS` (elsewhere only the style changes)."""
     mpl.rcParams.update(book_style())
+    try:
+        from IPython import get_ipython
+    except ImportError:  # no IPython: no inline figures to configure
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+    set_matplotlib_formats(*INLINE_FORMATS)
+    # Each format's printer draws the figure with its small text raised first.
+    for mime in ("image/svg+xml", "image/png"):
+        formatter = shell.display_formatter.formatters[mime]
+        printer = formatter.lookup_by_type(Figure)
+        formatter.for_type(Figure, lambda fig, printer=printer: printer(legible_text(fig)))
 
 
 def _as_matrix(weights: object) -> np.ndarray:

@@ -59,7 +59,7 @@ from .attention_maps import check_row_entropy
 from .causal_masks import check_causal_mask, check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
-from .harness import ExerciseCheckError
+from .harness import ExerciseCheckError, NotWrittenYet
 from .induction_heads import (
     check_copying_score,
     check_mean_ablation,
@@ -80,6 +80,7 @@ from .training_attention import check_repeat_pattern
 
 __all__ = [
     "ExerciseCheckError",
+    "NotWrittenYet",
     "check_alibi_slopes",
     "check_batched_raw_attention",
     "check_cache_bytes_per_token",

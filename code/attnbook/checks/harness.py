@@ -35,6 +35,11 @@ class ExerciseCheckError(AssertionError):
     what came back, and gives a hint."""
 
 
+class NotWrittenYet(ExerciseCheckError):
+    """The reader's function still raises the starter's ``NotImplementedError``: a task to
+    do, not a mistake. The message says what to write, and IPython shows it as "To do"."""
+
+
 #: A known wrong answer: what the mistake is (the hint), and a function computing its output.
 Mistake = tuple[str, Callable[[], Tensor]]
 
@@ -44,8 +49,9 @@ TOLERANCE = {  # (atol, rtol) when the reader's arithmetic may differ from the p
     torch.float64: (1e-10, 1e-8),
 }
 
-_NOT_IMPLEMENTED_HINT = (
-    "replace the `raise NotImplementedError(...)` line with your implementation."
+_NOT_IMPLEMENTED_TODO = (
+    "replace the `raise NotImplementedError(...)` line with your implementation, then "
+    "run this check again."
 )
 _IN_PLACE_HINT = (
     "work out of place: write `scores = scores - m` rather than `scores -= m`, and "
@@ -89,7 +95,8 @@ class Checks:
     def case(self, title: str) -> _Case:
         """``with checks.case(title): ...`` runs one check."""
         self.count += 1
-        return _Case(f"{self.checker}: check {self.count} ({title})", self.error_hint)
+        return _Case(self.checker, f"{self.checker}: check {self.count} ({title})",
+                     self.error_hint)
 
     def passed(self) -> None:
         print(f"✓ {self.checker}: all {self.count} checks passed.")
@@ -144,7 +151,9 @@ def error_hints(*rules: HintRule) -> Callable[[BaseException], str | None]:
 class _Case:
     """One check: a failure inside it becomes an :class:`ExerciseCheckError`."""
 
-    def __init__(self, where: str, error_hint: Callable[[Exception], str | None]) -> None:
+    def __init__(self, checker: str, where: str,
+                 error_hint: Callable[[Exception], str | None]) -> None:
+        self.checker = checker
         self.where = where
         self.error_hint = error_hint
 
@@ -155,14 +164,18 @@ class _Case:
                  traceback: object) -> bool:
         if isinstance(failure, _ReaderRaised):
             error = failure.error
-            if isinstance(error, NotImplementedError):
-                hint = _NOT_IMPLEMENTED_HINT
-            else:
-                hint = self.error_hint(error) or (
-                    "the line above is where your code raised it; call your function on "
-                    "a small input to see the whole traceback."
-                )
             raised_at = _reader_line(error)
+            if isinstance(error, NotImplementedError):
+                raise NotWrittenYet(
+                    f"{self.checker}: {failure.call} is not written yet (it raises "
+                    f"NotImplementedError: {error})\n"
+                    + (f"  at {raised_at}\n" if raised_at else "")
+                    + f"  to do: {_NOT_IMPLEMENTED_TODO}"
+                ) from error
+            hint = self.error_hint(error) or (
+                "the line above is where your code raised it; call your function on "
+                "a small input to see the whole traceback."
+            )
             raise ExerciseCheckError(
                 f"{self.where}: {failure.call} raised {type(error).__name__}: {error}\n"
                 + (f"  at {raised_at}\n" if raised_at else "")
@@ -211,7 +224,8 @@ def show_briefly_in_ipython() -> None:
 
     def brief(shell: object, kind: type, value: BaseException, tb: object,
               tb_offset: int | None = None) -> list[str]:
-        lines = f"{kind.__name__}: {value}".splitlines()
+        label = "To do" if isinstance(value, NotWrittenYet) else kind.__name__
+        lines = f"{label}: {value}".splitlines()
         shell._showtraceback(kind, value, lines)  # the shell's own way to show an error
         return lines
 
