@@ -361,3 +361,20 @@ def test_figures_shown_in_ipython_have_their_small_text_raised(shell):
         plt.close(figure)
     assert "image/svg+xml" in bundle
     assert ax.texts[0].get_fontsize() > 6
+
+
+def test_legible_text_uses_the_width_the_figure_is_saved_at():
+    """A label outside the axes widens what Jupyter saves ("tight"): the floor follows it."""
+    import io
+
+    from attnbook.plots import MIN_TEXT_PX, legible_text, text_px_per_point
+
+    figure, ax = plt.subplots(figsize=(8.0, 3.0))
+    ax.text(1.05, 0.5, "a note far to the right of the axes", fontsize=6,
+            transform=ax.transAxes)
+    legible_text(figure)
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
+    saved = float(re.search(r'viewBox="0 0 ([\d.]+)', buffer.getvalue()).group(1)) / 72
+    assert saved > 8.0  # the note widened the saved picture
+    assert ax.texts[0].get_fontsize() * text_px_per_point(saved) >= MIN_TEXT_PX - 0.01

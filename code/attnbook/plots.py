@@ -87,19 +87,34 @@ def legible_text(fig: Figure) -> Figure:
     under :data:`MIN_TEXT_PX` on the book's page to that size, and return ``fig``.
 
     Only a figure wider than the column needs it: at its own size 6.75 pt already makes 9 px.
+    The width is the one the figure is saved at, cropped to what it draws ("tight", with
+    Jupyter's 0.1 inch of padding) or the figure's own, whichever is wider; raising text can
+    widen it, so the floor is worked out again until it holds.
     """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
-    floor = math.ceil(10 * MIN_TEXT_PX / text_px_per_point(fig.get_size_inches()[0])) / 10
-    for ax in fig.axes:  # tick labels are made anew as the axes draw: set them by axis
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            labels = [t for t in axis.get_ticklabels() if t.get_text().strip()]
-            if labels and min(t.get_fontsize() for t in labels) < floor:
-                ax.tick_params(axis=name, labelsize=floor)
-    for text in fig.findobj(Text):
-        if text.get_text().strip() and text.get_fontsize() < floor:
-            text.set_fontsize(floor)
+    for _ in range(4):
+        floor = math.ceil(10 * MIN_TEXT_PX / text_px_per_point(_saved_width(fig))) / 10
+        raised = False
+        for ax in fig.axes:  # tick labels are made anew as the axes draw: set them by axis
+            for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+                labels = [t for t in axis.get_ticklabels() if t.get_text().strip()]
+                if labels and min(t.get_fontsize() for t in labels) < floor:
+                    ax.tick_params(axis=name, labelsize=floor)
+                    raised = True
+        for text in fig.findobj(Text):
+            if text.get_text().strip() and text.get_fontsize() < floor:
+                text.set_fontsize(floor)
+                raised = True
+        if not raised:
+            break
     return fig
+
+
+def _saved_width(fig: Figure) -> float:
+    """Inches: the figure's width, or its drawn extent plus 0.1 inch a side if wider."""
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())
+    return max(fig.get_size_inches()[0], tight.width + 0.2)
 
 
 #: How Jupyter shows a figure: SVG for the web pages (sharp at any zoom, on a phone too)
