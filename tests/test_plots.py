@@ -378,3 +378,14 @@ def test_legible_text_uses_the_width_the_figure_is_saved_at():
     saved = float(re.search(r'viewBox="0 0 ([\d.]+)', buffer.getvalue()).group(1)) / 72
     assert saved > 8.0  # the note widened the saved picture
     assert ax.texts[0].get_fontsize() * text_px_per_point(saved) >= MIN_TEXT_PX - 0.01
+
+
+def test_legible_text_works_on_a_figure_made_without_pyplot():
+    from matplotlib.figure import Figure
+
+    from attnbook.plots import MIN_TEXT_PX, legible_text, text_px_per_point
+
+    figure = Figure(figsize=(10.0, 3.0))  # no pyplot, so no canvas with a renderer of its own
+    text = figure.add_subplot().text(0.5, 0.5, "note", fontsize=6)
+    legible_text(figure)
+    assert text.get_fontsize() * text_px_per_point(10.0) >= MIN_TEXT_PX

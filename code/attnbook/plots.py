@@ -8,7 +8,9 @@ background that stays legible when the page around it is in dark mode.
 from __future__ import annotations
 
 import inspect
+import io
 import math
+import re
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -112,9 +114,15 @@ def legible_text(fig: Figure) -> Figure:
 
 
 def _saved_width(fig: Figure) -> float:
-    """Inches: the figure's width, or its drawn extent plus 0.1 inch a side if wider."""
-    tight = fig.get_tightbbox(fig.canvas.get_renderer())
-    return max(fig.get_size_inches()[0], tight.width + 0.2)
+    """Inches: the figure's width, or, if what it draws passes its edges, the width of the SVG
+    Jupyter saves ("tight", 0.1 inch of padding). That one is measured by saving it: Agg's
+    extent of the same text can be 1 % narrower than the SVG renderer's."""
+    width = fig.get_size_inches()[0]
+    if fig.get_tightbbox().width + 0.2 <= width:  # inches, drawn by the figure's own renderer
+        return width
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
+    return float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', buffer.getvalue()).group(1)) / 72
 
 
 #: How Jupyter shows a figure: SVG for the web pages (sharp at any zoom, on a phone too)
