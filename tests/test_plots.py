@@ -389,3 +389,26 @@ def test_legible_text_works_on_a_figure_made_without_pyplot():
     text = figure.add_subplot().text(0.5, 0.5, "note", fontsize=6)
     legible_text(figure)
     assert text.get_fontsize() * text_px_per_point(10.0) >= MIN_TEXT_PX
+
+
+def test_measured_legible_text_holds_on_the_svg_jupyter_saves():
+    """Two annotated heatmaps with a colour bar, 9 inches wide (a figure of the book whose
+    SVG came out wider than Agg measured it): every glyph of the saved SVG shows at 9 px."""
+    import io
+
+    from attnbook.plots import MIN_TEXT_PX, legible_text, text_px_per_point
+
+    figure, axes = plt.subplots(1, 2, figsize=(9.0, 4.2))
+    for ax in axes:
+        image = ax.imshow(np.arange(81.0).reshape(9, 9))
+        for i in range(9):
+            for j in range(9):
+                ax.text(j, i, f"{(i * 9 + j) / 81:.2f}", fontsize=6, ha="center", va="center")
+    figure.colorbar(image, ax=axes, label="weight")
+    legible_text(figure, measure=True)
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
+    svg = buffer.getvalue()
+    width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1)) / 72
+    sizes = [100 * float(a) for a, b in re.findall(r"scale\(([\d.]+) -([\d.]+)\)", svg) if a == b]
+    assert min(sizes) * text_px_per_point(width) >= MIN_TEXT_PX - 1e-6

@@ -84,19 +84,25 @@ def text_px_per_point(width_inches: float) -> float:
     return min(96 / 72, COLUMN_PX / (72 * width_inches))
 
 
-def legible_text(fig: Figure) -> Figure:
+def legible_text(fig: Figure, *, measure: bool = False) -> Figure:
     """Raise every text of ``fig`` (titles, labels, annotations, tick labels) that would show
     under :data:`MIN_TEXT_PX` on the book's page to that size, and return ``fig``.
 
     Only a figure wider than the column needs it: at its own size 6.75 pt already makes 9 px.
     The width is the one the figure is saved at, cropped to what it draws ("tight", with
     Jupyter's 0.1 inch of padding) or the figure's own, whichever is wider; raising text can
-    widen it, so the floor is worked out again until it holds.
+    widen it, so the floor is worked out again until it holds. With ``measure``, a figure
+    within 5 % of the column's width or wider takes the width of the SVG as Jupyter saves it,
+    found by saving it (exact, and slower: the text extents Agg measures can be 1 % narrower);
+    the book's SVG printer asks for that.
     """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     for _ in range(4):
-        floor = math.ceil(10 * MIN_TEXT_PX / text_px_per_point(_saved_width(fig))) / 10
+        width = _saved_width(fig)
+        if measure and 1.05 * width > COLUMN_PX / 96:  # it may be shown shrunk: be exact
+            width = _svg_width(fig)
+        floor = math.ceil(10 * MIN_TEXT_PX / text_px_per_point(width)) / 10
         raised = False
         for ax in fig.axes:  # tick labels are made anew as the axes draw: set them by axis
             for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
@@ -120,6 +126,11 @@ def _saved_width(fig: Figure) -> float:
     width = fig.get_size_inches()[0]
     if fig.get_tightbbox().width + 0.2 <= width:  # inches, drawn by the figure's own renderer
         return width
+    return _svg_width(fig)
+
+
+def _svg_width(fig: Figure) -> float:
+    """Inches: the width of the figure saved as Jupyter's inline backend saves it."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
     return float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', buffer.getvalue()).group(1)) / 72
@@ -144,11 +155,13 @@ def use_book_style() -> None:
     from matplotlib_inline.backend_inline import set_matplotlib_formats
 
     set_matplotlib_formats(*INLINE_FORMATS)
-    # Each format's printer draws the figure with its small text raised first.
-    for mime in ("image/svg+xml", "image/png"):
+    # Each format's printer draws the figure with its small text raised first; the SVG one,
+    # which runs first, measures the SVG it saves.
+    for mime, measure in (("image/svg+xml", True), ("image/png", False)):
         formatter = shell.display_formatter.formatters[mime]
         printer = formatter.lookup_by_type(Figure)
-        formatter.for_type(Figure, lambda fig, printer=printer: printer(legible_text(fig)))
+        formatter.for_type(Figure, lambda fig, printer=printer, measure=measure: printer(
+            legible_text(fig, measure=measure)))
 
 
 def _as_matrix(weights: object) -> np.ndarray:
