@@ -764,6 +764,32 @@ def test_split_heads_follow_torch_as_h_and_l_change(page):
 
 
 @pytest.mark.browser
+def test_split_headings_fit_and_read_as_english_at_every_width(page):
+    fragment = multihead_split_playground()._repr_html_()
+    (root,) = show(page, fragment)
+    heads, tokens = root.get_by_label("Heads h"), root.get_by_label("Tokens L")
+    for h in (1, 2, 4, 8):
+        heads.select_option(str(h))
+        expect(root).to_have_attribute("data-h", str(h), timeout=TIMEOUT)
+        # Each group heading over x's columns fits the columns it spans (at h = 8 they
+        # ran together as "featuresfeaturesfeatures...").
+        overflowing = root.evaluate("""r => Array.from(r.querySelectorAll('.pg-hgroup'))
+            .filter(g => g.scrollWidth > g.clientWidth + 1).map(g => g.textContent)""")
+        assert not overflowing, f"h = {h}: headings wider than their columns: {overflowing}"
+    tokens.fill("1")
+    expect(root).to_have_attribute("data-l", "1", timeout=TIMEOUT)
+    what = root.locator(".pg-correct .pg-what").text_content()
+    assert what == ("Every head holds the one token, 1 feature of it: head 0 feature 0, "
+                    "head 1 feature 1, and so on.")
+    heads.select_option("2")
+    tokens.fill("3")
+    expect(root).to_have_attribute("data-l", "3", timeout=TIMEOUT)
+    assert root.locator(".pg-correct .pg-what").text_content() == (
+        "Every head holds all 3 tokens, 4 features of each: head 0 features 0\u20133, "
+        "head 1 features 4\u20137.")
+
+
+@pytest.mark.browser
 def test_split_with_other_widths(page):
     fragment = multihead_split_playground(5, 12, 3, tokens=list("abcde"))._repr_html_()
     (root,) = show(page, fragment)

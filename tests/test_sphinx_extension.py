@@ -211,3 +211,88 @@ def test_a_checkers_to_do_on_a_starter_is_marked_and_other_errors_are_not() -> N
     attnbook_sphinx.MarkStartersTodo(document).run()
     marked = {name for name, block in outputs.items() if "attnbook-todo" in block["classes"]}
     assert marked == {"todo"}
+
+
+def _page(*children: nodes.Node, env: object = None) -> nodes.document:
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    document = new_document("page", get_default_settings(Parser))
+    document.settings.env = env
+    paragraph = nodes.paragraph()
+    paragraph.extend(children)
+    document += paragraph
+    return document
+
+
+@pytest.mark.parametrize(("before", "after", "kept", "left"), [
+    ("the weights ", ", which sum to one.", "ø,", ["the weights ", " which sum to one."]),
+    ("a score (", ") each.", "(ø)", ["a score ", " each."]),
+    ("is ", "\u2019s row", "ø\u2019", ["is ", "s row"]),
+    ("so ", ".", "ø.", ["so "]),
+])
+def test_punctuation_touching_a_formula_is_kept_on_its_line(before: str, after: str,
+                                                           kept: str, left: list[str]) -> None:
+    document = _page(nodes.Text(before), nodes.math("", "ø"), nodes.Text(after))
+    attnbook_sphinx.KeepPunctuationWithMaths(document).run()
+    paragraph = document[0]
+    spans = [child for child in paragraph if isinstance(child, nodes.inline)]
+    assert len(spans) == 1 and spans[0]["classes"] == ["attnbook-nowrap"]
+    assert spans[0].astext() == kept
+    assert [child.astext() for child in paragraph if isinstance(child, nodes.Text)] == left
+    assert paragraph.astext() == before + "ø" + after
+
+
+def test_a_formula_with_spaces_around_it_is_left_alone() -> None:
+    document = _page(nodes.Text("then "), nodes.math("", "x"), nodes.Text(" is"))
+    attnbook_sphinx.KeepPunctuationWithMaths(document).run()
+    assert not list(document.findall(nodes.inline))
+    assert document[0].astext() == "then x is"
+
+
+def test_a_figure_in_a_cell_output_links_to_its_picture(caplog) -> None:
+    builder = types.SimpleNamespace(get_target_uri=lambda docname: f"{docname}.html")
+    env = types.SimpleNamespace(
+        docname="book/scaling", app=types.SimpleNamespace(builder=builder),
+        temp_data={}, images={"_build/jupyter_execute/a.svg": ({"book/scaling"}, "a b.svg")})
+
+    def image(uri: str) -> nodes.image:
+        return nodes.image(uri=uri, candidates={"image/svg+xml": uri})
+
+    in_output = nodes.container(classes=["cell_output"])
+    in_output += image("_build/jupyter_execute/a.svg")
+    unknown = nodes.container(classes=["cell_output"])
+    unknown += image("_build/jupyter_execute/missing.svg")
+    document = _page(nodes.Text("x"), env=env)
+    document += [in_output, unknown, image("book/logo.svg")]
+    attnbook_sphinx.LinkFiguresToTheirFile(document).run()
+    links = list(document.findall(nodes.reference))
+    assert len(links) == 1
+    assert links[0]["refuri"] == "../_images/a%20b.svg"
+    assert isinstance(links[0][0], nodes.image) and links[0].parent is in_output
+    assert "missing.svg" in caplog.text
+
+
+def test_a_change_to_the_sites_style_rewrites_every_page(tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    style = tmp_path / "book" / "_static" / "attnbook.css"
+    style.parent.mkdir(parents=True)
+    style.write_text("a { color: red; }\n")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    app = types.SimpleNamespace(srcdir=str(tmp_path))
+    env = types.SimpleNamespace(found_docs={"book/intro", "book/scaling"})
+
+    def outdated() -> list[str]:
+        return attnbook_sphinx.rewrite_pages_when_site_files_change(app, env, set(), set(),
+                                                                    set())
+
+    assert outdated() == ["book/intro", "book/scaling"]  # the first build that knows
+    assert outdated() == []
+    (tmp_path / "book" / "intro.md").write_text("# Intro, changed\n")  # Sphinx sees that
+    assert outdated() == []
+    style.write_text("a { color: blue; }\n")
+    assert outdated() == ["book/intro", "book/scaling"]
+    assert "writing every page again" in caplog.text
+    assert outdated() == []

@@ -14,6 +14,11 @@ Every hook this extension connects, in the order of a build:
 
     :func:`keep_one_search_field`: no second search field in a header bar.
 
+``env-get-outdated``
+    :func:`rewrite_pages_when_site_files_change`: Sphinx writes nothing when no page changed,
+    not even the static files; a change to the site's stylesheet, script or templates makes
+    every page out of date.
+
 ``html-page-context``
     :func:`offer_executed_notebook`: every chapter offers its executed notebook (``.ipynb``,
     with outputs) next to its MyST source.
@@ -21,6 +26,12 @@ Every hook this extension connects, in the order of a build:
     :func:`fix_citation_list_role` and :func:`name_cell_toggles_by_their_text`: two
     accessibility repairs of the theme's and myst-nb's markup. Each warns (which fails the
     strict build) when the markup it repairs appears in a form it does not recognise.
+
+post-transforms of the web pages
+    :class:`MarkStartersTodo`: a checker's "To do" on an untouched starter is framed as a
+    task, not as an error. :class:`KeepPunctuationWithMaths`: the comma or full stop after
+    an inline formula never starts a line alone. :class:`LinkFiguresToTheirFile`: a figure
+    is a link to its picture, which a phone reader opens full size.
 
 post-transform :class:`DropEmptySectionsInPrint`
     In the PDF, citations are footnotes on their pages, so each chapter's "References"
@@ -49,6 +60,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -64,6 +76,9 @@ logger = logging.getLogger(__name__)
 FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "code/attnbook/**/*.js", "code/attnbook/**/*.css",
                      "code/attnbook/**/*.html", "requirements.txt", "pyproject.toml")
 FINGERPRINT_FILE = ".attnbook-fingerprint"
+#: The site's own stylesheet, script and page templates: a change to one must reach the
+#: built site though no chapter changed.
+SITE_GLOBS = ("book/_static/**/*", "book/_templates/**/*")
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 #: What every chapter's kernel inherits (unless the caller set it): offline, and OpenMP threads
 #: that sleep when idle. Chapters that time many small kernels (blockwise attention, short
@@ -71,11 +86,12 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 KERNEL_ENV = {**OFFLINE_ENV, "OMP_WAIT_POLICY": "PASSIVE"}
 
 
-def fingerprint(root: Path) -> str:
-    """A hash of the package sources and the pinned requirements under ``root``."""
+def fingerprint(root: Path, globs: tuple[str, ...] = FINGERPRINT_GLOBS) -> str:
+    """A hash of the files under ``root`` that ``globs`` match (by default the package
+    sources and the pinned requirements)."""
     digest = hashlib.sha256()
-    for pattern in FINGERPRINT_GLOBS:
-        for path in sorted(root.glob(pattern)):
+    for pattern in globs:
+        for path in sorted(p for p in root.glob(pattern) if p.is_file()):
             digest.update(path.relative_to(root).as_posix().encode())
             digest.update(b"\0")
             digest.update(path.read_bytes())
@@ -105,6 +121,25 @@ def invalidate_stale_cache(app: Sphinx, config: Config) -> None:
     Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current + "\n")
+
+
+def rewrite_pages_when_site_files_change(app: Sphinx, env: object, added: set[str],
+                                          changed: set[str], removed: set[str]) -> list[str]:
+    """Every page, when the site's stylesheet, script or templates changed since the last
+    build; none otherwise.
+
+    When no page is out of date Sphinx ends a build before writing anything, static files
+    included: an edit to ``book/_static/attnbook.css`` alone would never reach the site.
+    """
+    current = fingerprint(Path(app.srcdir), SITE_GLOBS)
+    previous = getattr(env, "attnbook_site_files", None)
+    env.attnbook_site_files = current
+    if previous == current:
+        return []
+    if previous is not None:
+        logger.info("[attnbook] the site's style, script or templates changed: "
+                    "writing every page again")
+    return sorted(env.found_docs)
 
 
 #: The services the launch buttons open a chapter in, once the book has a public repository.
@@ -303,6 +338,95 @@ class MarkStartersTodo(SphinxPostTransform):
                 block["classes"].append("attnbook-todo")
 
 
+#: What may not start a line after an inline formula, or end one before it.
+_CLOSING = re.compile(r"^[.,;:!?)\]}\u2019\u201d\u2026%]+")
+_OPENING = re.compile(r"[(\[{\u2018\u201c]+$")
+
+
+class KeepPunctuationWithMaths(SphinxPostTransform):
+    """Keep an inline formula on one line with the punctuation that touches it.
+
+    A browser may break a line between an inline formula (an inline box, as MathJax draws
+    it) and the comma or full stop after it, which then starts the next line alone. The
+    formula and the punctuation on either side of it (no space between) go into one
+    ``span.attnbook-nowrap``, which the book's stylesheet keeps on one line.
+    """
+
+    builders = ("html",)
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        for math in list(self.document.findall(nodes.math)):
+            parent = math.parent
+            index = parent.index(math)
+            before = parent[index - 1] if index > 0 else None
+            after = parent[index + 1] if index + 1 < len(parent) else None
+            opening = _OPENING.search(before.astext()) \
+                if isinstance(before, nodes.Text) else None
+            closing = _CLOSING.match(after.astext()) if isinstance(after, nodes.Text) else None
+            if not opening and not closing:
+                continue
+            span = nodes.inline(classes=["attnbook-nowrap"])
+            if opening:
+                span += nodes.Text(opening.group())
+            parent.replace(math, span)
+            span += math
+            if closing:
+                span += nodes.Text(closing.group())
+                _shorten(parent, after, after.astext()[closing.end():])
+            if opening:
+                _shorten(parent, before, before.astext()[:opening.start()])
+
+
+def _shorten(parent: nodes.Element, text: nodes.Text, rest: str) -> None:
+    """Replace ``text`` in ``parent`` by ``rest``, or remove it when nothing is left."""
+    if rest:
+        parent.replace(text, nodes.Text(rest))
+    else:
+        parent.remove(text)
+
+
+class LinkFiguresToTheirFile(SphinxPostTransform):
+    """Make every figure a chapter draws a link to its picture file.
+
+    On a phone the column shows a figure a few centimetres wide; the link opens the figure
+    alone, where the reader can zoom into it (the pictures are SVG, sharp at any size).
+    Sphinx links only the images that a directive scales; a cell's output is not scaled.
+    """
+
+    builders = ("html",)
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        from sphinx.util.osutil import relative_uri
+
+        to_images = relative_uri(self.app.builder.get_target_uri(self.env.docname), "_images")
+        for image in list(self.document.findall(nodes.image)):
+            if isinstance(image.parent, nodes.reference) or not any(
+                    "cell_output" in ancestor.get("classes", ())
+                    for ancestor in _ancestors(image)):
+                continue
+            uri = next(iter(image.get("candidates", {}).values()), image["uri"])
+            if uri not in self.env.images:
+                logger.warning("attnbook: a figure's picture %s is not among the "
+                               "build's images; it is left without a link", uri,
+                               location=image)
+                continue
+            link = nodes.reference(
+                "", "", internal=True, classes=["attnbook-figure-link"],
+                refuri=f"{to_images}/{quote(self.env.images[uri][1])}",
+                reftitle="Open the figure alone, full size")
+            image.replace_self(link)
+            link += image
+
+
+def _ancestors(node: nodes.Node):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
 class DropEmptySectionsInPrint(SphinxPostTransform):
     """Leave out of the PDF a section that has nothing left but its title.
 
@@ -370,6 +494,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", drive_buttons_from_repository)
     app.connect("config-inited", keep_one_search_field)
     # Before the theme builds its download menu (priority 501).
+    app.connect("env-get-outdated", rewrite_pages_when_site_files_change)
     app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("html-page-context", fix_citation_list_role)
     app.connect("html-page-context", name_cell_toggles_by_their_text)
@@ -377,6 +502,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("build-finished", link_pdf_when_built)
     app.add_post_transform(DropEmptySectionsInPrint)
     app.add_post_transform(MarkStartersTodo)
+    app.add_post_transform(KeepPunctuationWithMaths)
+    app.add_post_transform(LinkFiguresToTheirFile)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
     app.connect("build-finished", functools.partial(forget_failed_build, warnings=warnings))

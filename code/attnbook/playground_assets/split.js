@@ -35,7 +35,10 @@ function drawInput(L, h, dh) {
   var thead = make("thead"), r1 = make("tr"), r2 = make("tr"), hd, f, p;
   r1.appendChild(th("", null, null));
   for (hd = 0; hd < h; hd++) {
-    var g = th("features of head " + hd, "pg-hgroup", "colgroup");
+    /* The group's heading fits the columns it spans: 36 px a column at d_head = 1. */
+    var g = th(dh >= 3 ? "features of head " + hd : (dh === 2 ? "head " + hd : "h" + hd),
+               "pg-hgroup", "colgroup");
+    g.title = "features of head " + hd;
     g.colSpan = dh;
     r1.appendChild(g);
   }
@@ -92,10 +95,13 @@ function render() {
   drawInput(L, h, dh);
   drawSplit("pg-correct", correctAt, L, h, dh);
   var owners = drawSplit("pg-buggy", buggyAt, L, h, dh);
-  find("pg-correct .pg-what").textContent = "Every head holds all " + L +
-    (L === 1 ? " token" : " tokens") + ", " + dh + (dh === 1 ? " feature" : " features") +
-    " of each: head 0 features 0\u2013" + (dh - 1) + (h > 1 ? ", head 1 features " + dh +
-    "\u2013" + (2 * dh - 1) : "") + (h > 2 ? ", and so on." : ".");
+  function features(hd) {  /* "feature 3" or "features 4\u20137" */
+    return dh === 1 ? "feature " + hd : "features " + hd * dh + "\u2013" + (hd * dh + dh - 1);
+  }
+  find("pg-correct .pg-what").textContent = "Every head holds " +
+    (L === 1 ? "the one token" : "all " + L + " tokens") + ", " + dh +
+    (dh === 1 ? " feature" : " features") + (L === 1 ? " of it" : " of each") + ": head 0 " +
+    features(0) + (h > 1 ? ", head 1 " + features(1) : "") + (h > 2 ? ", and so on." : ".");
   var parts = [], cut = [];
   for (hd = 0; hd < h; hd++) {
     parts.push("head " + hd + (owners[hd].length === 1 ? " holds token " : " holds tokens ") +
