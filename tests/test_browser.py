@@ -631,16 +631,21 @@ SCROLL_CUES = """async () => {
         .filter(m => m.checkVisibility() && m.querySelector(":scope > mjx-container > mjx-math")
             && m.querySelector(":scope > mjx-container > mjx-math").getBoundingClientRect().width
                > m.clientWidth + 1);
-    for (const [box, isInline] of [...blocks.map(b => [b, false]), ...inline.map(m => [m, true])]) {
-        const start = shadows(box, isInline);
+    const boxes = [...blocks.map(b => [b, false]), ...inline.map(m => [m, true])];
+    const starts = boxes.map(([box, isInline]) => shadows(box, isInline));
+    for (const [box] of boxes) {
         box.scrollLeft = box.scrollWidth;
         box.dispatchEvent(new Event("scroll"));
-        await settle();
-        const end = shadows(box, isInline);
+    }
+    await settle();
+    boxes.forEach(([box, isInline], k) => seen.push({
+        what: (box.textContent || "").trim().slice(0, 40), start: starts[k],
+        end: shadows(box, isInline)}));
+    for (const [box] of boxes) {
         box.scrollLeft = 0;
         box.dispatchEvent(new Event("scroll"));
-        seen.push({what: (box.textContent || "").trim().slice(0, 40), start, end});
     }
+    await settle();
     return seen;
 }"""
 

@@ -611,6 +611,20 @@ def test_escape_clears_the_bars_from_a_row_label(page):
     expect(bars).to_be_hidden(timeout=TIMEOUT)
 
 
+@pytest.mark.browser
+def test_a_tap_anywhere_on_a_row_label_picks_that_row(page):
+    """The whole label cell is the row's button, not only its text: on a phone, whose map has
+    rows 15 px tall, a tap beside a short label picked a neighbouring row."""
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
+    bars = root.locator(".attnx-bars-title")
+    for i in (1, 3):
+        head = root.locator(".attnx-rowhead").nth(i).bounding_box()
+        page.mouse.click(head["x"] + 3, head["y"] + head["height"] / 2)  # its far left
+        expect(root.locator(".attnx-qbtn").nth(i)).to_have_attribute("aria-pressed", "true",
+                                                                      timeout=TIMEOUT)
+        expect(bars).to_contain_text(TOKENS[i], timeout=TIMEOUT)
+
+
 # ------------------------------------------------------------ several sentences, contributions
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots" / "explorer"

@@ -504,6 +504,38 @@ def test_dot_opening_state_and_the_keyboard(page):
     check_dot(dot_state(root))
 
 
+#: Axis numbers drawn where a point's label covers part of them, as "tick under label".
+TICKS_UNDER_LABELS = """r => {
+    const shown = e => getComputedStyle(e).visibility !== "hidden";
+    const labels = Array.from(r.querySelectorAll(".pg-lab")).filter(shown)
+        .map(e => [e.textContent, e.getBoundingClientRect()]);
+    const hits = [];
+    for (const tick of Array.from(r.querySelectorAll(".pg-tick")).filter(shown)) {
+        const b = tick.getBoundingClientRect();
+        for (const [name, o] of labels)
+            if (b.left < o.right && o.left < b.right && b.top < o.bottom && o.top < b.bottom)
+                hits.push(`${tick.textContent} under ${name}`);
+    }
+    return hits;
+}"""
+
+
+@pytest.mark.browser
+def test_dot_labels_never_half_cover_an_axis_number(page):
+    fragment = dot_product_playground()._repr_html_()
+    (root,) = show(page, fragment)
+    # The long misaligned key at (2, 6) has its label over the y axis's "6".
+    assert root.evaluate(TICKS_UNDER_LABELS) == []
+    misaligned = handle(root, 4)
+    misaligned.focus()
+    for key in ("Shift+ArrowLeft", "Shift+ArrowLeft", "Shift+ArrowDown", "Shift+ArrowDown"):
+        page.keyboard.press(key)  # along the y axis, past its numbers
+        expect(misaligned).to_have_attribute("aria-label", re.compile("key long misaligned"))
+        assert root.evaluate(TICKS_UNDER_LABELS) == [], key
+    assert root.locator(".pg-tick").evaluate_all(
+        "ts => ts.filter(t => getComputedStyle(t).visibility !== 'hidden').length") >= 8
+
+
 @pytest.mark.browser
 def test_dot_pointer_drag_and_the_scale_slider(page):
     fragment = dot_product_playground()._repr_html_()
@@ -918,6 +950,31 @@ def test_rope_sliders_and_keyboard_match_the_package(page):
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(root).to_have_attribute("data-m", re.compile(r"^(9|10|11)$"), timeout=TIMEOUT)
     check_rope(rope_state(root), q, k)
+
+
+@pytest.mark.browser
+def test_rope_readouts_keep_each_value_with_its_name_on_a_phone(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    (root,) = show(page, rope_playground()._repr_html_())
+    for m in ("0", "20"):  # the shortest and the longest readouts
+        root.get_by_label("Query position m").fill(m)
+        parted = root.evaluate("""r => Array.from(r.querySelectorAll(
+                '.pg-scoreline, .pg-vecline')).flatMap(line => {
+            // The line box of each text piece: a value that starts a line below its name.
+            const lines = [], range = document.createRange();
+            const walk = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+            let t, last = null;
+            while ((t = walk.nextNode())) {
+                if (!t.data.trim()) continue;
+                range.selectNodeContents(t);
+                const top = range.getClientRects()[0].top;
+                if (last && /=\\s*$/.test(last.data) && top > last.top + 4)
+                    lines.push(`"${last.data.trim()}" / "${t.data.trim()}"`);
+                last = {data: t.data, top: Array.from(range.getClientRects()).pop().top};
+            }
+            return lines;
+        })""")
+        assert parted == [], f"m = {m}: a value starts a line after its '=': {parted}"
 
 
 @pytest.mark.browser

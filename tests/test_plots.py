@@ -412,3 +412,26 @@ def test_measured_legible_text_holds_on_the_svg_jupyter_saves():
     width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1)) / 72
     sizes = [100 * float(a) for a, b in re.findall(r"scale\(([\d.]+) -([\d.]+)\)", svg) if a == b]
     assert min(sizes) * text_px_per_point(width) >= MIN_TEXT_PX - 1e-6
+
+
+def test_one_display_raises_small_text_once_and_the_png_alone_still_does(shell, monkeypatch):
+    import attnbook.plots as plots
+
+    calls = []
+    real = plots.legible_text
+    monkeypatch.setattr(plots, "legible_text",
+                        lambda fig, **kw: calls.append(kw) or real(fig, **kw))
+    with mpl.rc_context():
+        plots.use_book_style()
+        figure, ax = plt.subplots(figsize=(10.0, 3.0))
+        ax.text(0.5, 0.5, "small note", fontsize=6)
+        bundle, _ = shell.display_formatter.format(figure)
+        assert {"image/svg+xml", "image/png"} <= set(bundle)
+        assert calls == [{"measure": True}]  # the PNG of the same display skips the work
+        other, ax2 = plt.subplots(figsize=(10.0, 3.0))
+        ax2.text(0.5, 0.5, "small note", fontsize=6)
+        shell.display_formatter.formatters["image/png"](other)  # a PNG with no SVG before
+        plt.close(figure)
+        plt.close(other)
+    assert calls == [{"measure": True}, {}]
+    assert ax2.texts[0].get_fontsize() > 6

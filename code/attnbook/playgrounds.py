@@ -966,12 +966,12 @@ of its two features. Move the sliders with the mouse, or with the arrow keys onc
 reached them; the buttons move m and n together.</div>
 </div>
 <div class="pg-side">
-<p class="pg-scoreline">Score q<sub>rot</sub>\u00b7k<sub>rot</sub> = \
-<strong class="pg-score"></strong> at offset m \u2212 n = <strong class="pg-offset"></strong>\
-</p>
+<p class="pg-scoreline">Score <span class="pg-nobr">q<sub>rot</sub>\u00b7k<sub>rot</sub> = \
+<strong class="pg-score"></strong></span> at <span class="pg-nobr">offset m \u2212 n = \
+<strong class="pg-offset"></strong></span></p>
 <p class="pg-vecline">Pair <span class="pg-pi"></span> contributes \
 <strong class="pg-share"></strong>. Without \
-rotation, q\u00b7k = <strong class="pg-plain"></strong>.</p>
+rotation, <span class="pg-nobr">q\u00b7k = <strong class="pg-plain"></strong></span>.</p>
 <table class="pg-table pg-angles"><tbody>
 <tr><th scope="row">query pair turned by m\u00b7\u03b8<sub>i</sub></th>\
 <td class="pg-num pg-aq"></td></tr>

@@ -11,6 +11,7 @@ import inspect
 import io
 import math
 import re
+import weakref
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -155,13 +156,25 @@ def use_book_style() -> None:
     from matplotlib_inline.backend_inline import set_matplotlib_formats
 
     set_matplotlib_formats(*INLINE_FORMATS)
-    # Each format's printer draws the figure with its small text raised first; the SVG one,
-    # which runs first, measures the SVG it saves.
-    for mime, measure in (("image/svg+xml", True), ("image/png", False)):
-        formatter = shell.display_formatter.formatters[mime]
-        printer = formatter.lookup_by_type(Figure)
-        formatter.for_type(Figure, lambda fig, printer=printer, measure=measure: printer(
-            legible_text(fig, measure=measure)))
+    # Each format's printer draws the figure with its small text raised first. The SVG one
+    # runs first and measures the SVG it saves; the PNG one of the same display then has
+    # nothing left to raise, and skips the drawing that finding so would cost.
+    svg_printer = shell.display_formatter.formatters["image/svg+xml"]
+    png_printer = shell.display_formatter.formatters["image/png"]
+    show_svg, show_png = svg_printer.lookup_by_type(Figure), png_printer.lookup_by_type(Figure)
+    just_shown: list[weakref.ref[Figure]] = []
+
+    def svg(fig: Figure) -> object:
+        just_shown[:] = [weakref.ref(legible_text(fig, measure=True))]
+        return show_svg(fig)
+
+    def png(fig: Figure) -> object:
+        if not (just_shown and just_shown.pop()() is fig):
+            legible_text(fig)
+        return show_png(fig)
+
+    svg_printer.for_type(Figure, svg)
+    png_printer.for_type(Figure, png)
 
 
 def _as_matrix(weights: object) -> np.ndarray:

@@ -197,7 +197,7 @@ if (CAUSAL) {
   MRGB = [1, 3, 5].map(function (x) { return parseInt(D.masked[0].substr(x, 2), 16); });
   var key = make("span", "attnx-masked-key");
   key.appendChild(make("span", "attnx-swatch attnx-masked"));
-  key.appendChild(document.createTextNode(" masked (key after the query)"));
+  key.appendChild(document.createTextNode("masked (key after the query)"));
   find("attnx-legend").appendChild(key);
 }
 

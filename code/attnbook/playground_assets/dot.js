@@ -21,16 +21,17 @@ function sig(v) { return String(Number(v.toPrecision(3))); }
 
 svg.setAttribute("viewBox", "0 0 " + VB + " " + VB);
 var grid = el("g", { "aria-hidden": "true" }, svg);
-var gstep = HI - LO > 24 ? 2 : 1, step = HI - LO > 12 ? 2 * gstep : gstep, t;
+var gstep = HI - LO > 24 ? 2 : 1, step = HI - LO > 12 ? 2 * gstep : gstep, t, ticks = [];
 for (t = LO; t <= HI; t += gstep) {
   var cls = t === 0 ? "pg-axis" : "pg-gridline";
   el("line", { x1: px(t), y1: py(LO), x2: px(t), y2: py(HI), "class": cls }, grid);
   el("line", { x1: px(LO), y1: py(t), x2: px(HI), y2: py(t), "class": cls }, grid);
   if (t !== 0 && t % step === 0 && t > LO && t < HI) {
-    el("text", { x: px(t), y: py(0) + 13, "text-anchor": "middle", "class": "pg-tick" },
-       grid).textContent = String(t);
-    el("text", { x: px(0) - 5, y: py(t) + 4, "text-anchor": "end", "class": "pg-tick" },
-       grid).textContent = String(t);
+    ticks.push(el("text", { x: px(t), y: py(0) + 13, "text-anchor": "middle",
+                            "class": "pg-tick" }, grid));
+    ticks.push(el("text", { x: px(0) - 5, y: py(t) + 4, "text-anchor": "end",
+                            "class": "pg-tick" }, grid));
+    ticks[ticks.length - 2].textContent = ticks[ticks.length - 1].textContent = String(t);
   }
 }
 
@@ -132,6 +133,23 @@ function place(text, p, side, x0, y0) {
   text.setAttribute("y", y0 + oy + (oy > 0 ? 9 : 0) + (Math.abs(ox) > 9 ? 4 : 0));
 }
 
+/* An axis number that a point's label would half cover is hidden while the label is there:
+   the label is what the reader is looking at. */
+function hideTicksUnderLabels() {
+  var boxes = [], k;
+  for (k = 0; k <= S; k++) {
+    var b = tips[k].getBBox();
+    boxes.push([b.x + px(P[k][0]), b.y + py(P[k][1]), b.width, b.height]);
+  }
+  ticks.forEach(function (tick) {
+    var b = tick.getBBox(), hit = boxes.some(function (o) {
+      return o[2] > 0 && b.x < o[0] + o[2] && o[0] < b.x + b.width &&
+        b.y < o[1] + o[3] && o[1] < b.y + b.height;
+    });
+    tick.style.visibility = hit ? "hidden" : "";
+  });
+}
+
 function render() {
   var r = compute(), k, top = 0;
   st.w = r.w;
@@ -147,6 +165,7 @@ function render() {
     place(tips[k], p, k === 0 ? -1 : 1, 0, 0);
   }
   drawArrow(outArrow, r.out);
+  hideTicksUnderLabels();
   for (k = 0; k < S; k++) { if (r.w[k] > r.w[top]) { top = k; } }
   for (k = 0; k < S; k++) {
     var row = rows[k];
