@@ -244,6 +244,17 @@ def test_punctuation_touching_a_formula_is_kept_on_its_line(before: str, after: 
     assert paragraph.astext() == before + "ø" + after
 
 
+def test_punctuation_equal_to_text_elsewhere_in_the_paragraph_moves_once() -> None:
+    """Text nodes compare as strings: the "." after the formula is the one that moves, not
+    an equal "." earlier in the paragraph (which doubled full stops in three chapters)."""
+    document = _page(nodes.Text("."), nodes.math("", "a"), nodes.Text("."),
+                     nodes.Text(", "), nodes.math("", "b"), nodes.Text(", "))
+    attnbook_sphinx.KeepPunctuationWithMaths(document).run()
+    paragraph = document[0]
+    assert paragraph.astext() == ".a., b, "
+    assert [span.astext() for span in paragraph.findall(nodes.inline)] == ["a.", "b,"]
+
+
 def test_a_formula_with_spaces_around_it_is_left_alone() -> None:
     document = _page(nodes.Text("then "), nodes.math("", "x"), nodes.Text(" is"))
     attnbook_sphinx.KeepPunctuationWithMaths(document).run()

@@ -379,11 +379,15 @@ class KeepPunctuationWithMaths(SphinxPostTransform):
 
 
 def _shorten(parent: nodes.Element, text: nodes.Text, rest: str) -> None:
-    """Replace ``text`` in ``parent`` by ``rest``, or remove it when nothing is left."""
+    """Replace ``text`` in ``parent`` by ``rest``, or remove it when nothing is left.
+
+    Found by identity: a Text node is a string, and docutils' ``replace`` and ``remove``
+    find a child by equality, so they would take the first child with the same letters.
+    """
+    index = next(k for k, child in enumerate(parent.children) if child is text)
+    del parent[index]
     if rest:
-        parent.replace(text, nodes.Text(rest))
-    else:
-        parent.remove(text)
+        parent.insert(index, nodes.Text(rest))
 
 
 class LinkFiguresToTheirFile(SphinxPostTransform):

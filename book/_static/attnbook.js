@@ -1,22 +1,21 @@
 /* The book's one script on top of the theme's.
 
-   Scroll cues: a table or display equation wider than the column scrolls sideways in its
-   own box, which on a phone looks like a table that simply ends. Each such box gets a
-   wrapper (div.attnbook-scroll-cue) whose classes say on which side there is more to see;
-   attnbook.css draws a shadow on that side. A table scrolls in the theme's container; an
-   equation in the box MathJax draws (after this script has run); an inline formula wider
-   than its line scrolls in its own span, which carries the cues itself.
+   Scroll cues: a table or formula wider than the column scrolls sideways in its own box,
+   which on a phone looks like a table that simply ends. Classes say on which side there is
+   more to see, and attnbook.css draws a shadow on that side. A table gets a wrapper
+   (div.attnbook-scroll-cue) that carries them; a formula carries them itself
+   (a display formula's box is the one MathJax draws, left of its equation number; an inline
+   formula wider than its line becomes a scroll box of its own).
 
    The phone's chapter list: the theme opens the sidebar as a drawer (a dialog) scrolled to
    its top, where the current chapter of a later part is out of sight; it is scrolled into
    view each time the drawer opens. */
 (function () {
   "use strict";
-  var BOXES = ".bd-content .pst-scrollable-table-container, .bd-content div.math";
+  var BOXES = ".bd-content .pst-scrollable-table-container";
 
   function scroller(wrapper) {
-    return wrapper.querySelector(":scope > div.math > mjx-container") ||
-      wrapper.firstElementChild;
+    return wrapper.firstElementChild;
   }
 
   // Mark on `marked` the sides of `box` that have more to see.
@@ -31,26 +30,27 @@
     edges(scroller(wrapper), wrapper);
   }
 
-  // An inline formula wider than its line becomes a scroll box with the same cues (on the
-  // formula itself: it sits inside a line of text, no wrapper fits there).
+  // A formula whose drawing is wider than its box: an inline one becomes a scroll box, and
+  // either kind carries the cues itself (it sits in a line of text, or beside its number).
   function markWideFormulas() {
-    document.querySelectorAll(".bd-content span.math").forEach(function (maths) {
-      var drawn = maths.querySelector(":scope > mjx-container > mjx-math");
-      if (!drawn) { return; }
-      var wide = drawn.getBoundingClientRect().width > maths.clientWidth + 1;
-      maths.classList.toggle("attnbook-scrolls", wide);
-      if (!wide) {
-        maths.classList.remove("attnbook-more-left", "attnbook-more-right");
-        return;
-      }
-      if (!maths.hasAttribute("data-attnbook-cue")) {
-        maths.setAttribute("data-attnbook-cue", "");
-        maths.addEventListener("scroll", function () {
-          if (maths.classList.contains("attnbook-scrolls")) { edges(maths, maths); }
-        }, { passive: true });
-      }
-      edges(maths, maths);
-    });
+    document.querySelectorAll(".bd-content span.math, .bd-content div.math > mjx-container")
+      .forEach(function (box) {
+        var inline = box.tagName === "SPAN";
+        var drawn = box.querySelector(inline ? ":scope > mjx-container > mjx-math"
+                                             : ":scope > mjx-math");
+        if (!drawn) { return; }
+        var wide = drawn.getBoundingClientRect().width > box.clientWidth + 1;
+        if (inline) { box.classList.toggle("attnbook-scrolls", wide); }
+        if (!wide) {
+          box.classList.remove("attnbook-more-left", "attnbook-more-right");
+          return;
+        }
+        if (!box.hasAttribute("data-attnbook-cue")) {
+          box.setAttribute("data-attnbook-cue", "");
+          box.addEventListener("scroll", function () { edges(box, box); }, { passive: true });
+        }
+        edges(box, box);
+      });
   }
 
   function addCues() {
@@ -79,7 +79,7 @@
       wrappers.push(wrapper);
       update(wrapper);
     });
-    // Once MathJax has drawn the equations, watch the boxes it made.
+    // Once MathJax has drawn the formulas (in a table's cells too), measure again.
     window.addEventListener("load", function () {
       var typeset = window.MathJax && MathJax.startup && MathJax.startup.promise;
       Promise.resolve(typeset).then(function () {
