@@ -405,10 +405,10 @@ class LinkFiguresToTheirFile(SphinxPostTransform):
         from sphinx.util.osutil import relative_uri
 
         to_images = relative_uri(self.app.builder.get_target_uri(self.env.docname), "_images")
-        for image in list(self.document.findall(nodes.image)):
-            if isinstance(image.parent, nodes.reference) or not any(
-                    "cell_output" in ancestor.get("classes", ())
-                    for ancestor in _ancestors(image)):
+        outputs = self.document.findall(
+            lambda node: isinstance(node, nodes.container) and "cell_output" in node["classes"])
+        for image in [image for output in outputs for image in output.findall(nodes.image)]:
+            if isinstance(image.parent, nodes.reference):
                 continue
             uri = next(iter(image.get("candidates", {}).values()), image["uri"])
             if uri not in self.env.images:
@@ -422,13 +422,6 @@ class LinkFiguresToTheirFile(SphinxPostTransform):
                 reftitle="Open the figure alone, full size")
             image.replace_self(link)
             link += image
-
-
-def _ancestors(node: nodes.Node):
-    parent = node.parent
-    while parent is not None:
-        yield parent
-        parent = parent.parent
 
 
 class DropEmptySectionsInPrint(SphinxPostTransform):

@@ -14,10 +14,6 @@
   "use strict";
   var BOXES = ".bd-content .pst-scrollable-table-container";
 
-  function scroller(wrapper) {
-    return wrapper.firstElementChild;
-  }
-
   // Mark on `marked` the sides of `box` that have more to see.
   function edges(box, marked) {
     var hidden = box.scrollWidth - box.clientWidth;
@@ -27,7 +23,7 @@
   }
 
   function update(wrapper) {
-    edges(scroller(wrapper), wrapper);
+    edges(wrapper.firstElementChild, wrapper);
   }
 
   // A formula whose drawing is wider than its box: an inline one becomes a scroll box, and
@@ -63,8 +59,8 @@
       });
     }) : null;
     function watchContent(wrapper) {
-      var box = scroller(wrapper);
-      if (watch && box.firstElementChild) { watch.observe(box.firstElementChild); }
+      var table = wrapper.firstElementChild.firstElementChild;
+      if (watch && table) { watch.observe(table); }
     }
     document.querySelectorAll(BOXES).forEach(function (box) {
       var wrapper = document.createElement("div");
