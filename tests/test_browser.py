@@ -715,6 +715,20 @@ def test_no_tokenizer_marker_shows_as_text(views, name: str) -> None:
     seen = views(name).tab.evaluate(TOKENIZER_MARKERS)
     assert not seen, f"{name}: tokenizer markers in the visible text: {seen[:5]}"
 
+#: Inline code in a table that the browser laid out over more than one line.
+CODE_BROKEN_IN_TABLES = """() => [...document.querySelectorAll("article table code.literal")]
+    .filter(code => code.checkVisibility() && code.getClientRects().length > 1)
+    .map(code => code.textContent)"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_code_in_a_table_stays_on_one_line_on_a_phone(views, name: str) -> None:
+    """A name in a table cell (a folder, ``nn.MultiheadAttention``) is not broken into pieces
+    on a phone: the table scrolls sideways instead (with its cue)."""
+    broken = views(name, PHONE).tab.evaluate(CODE_BROKEN_IN_TABLES)
+    assert not broken, f"{name}: code in a table broken over lines at {PHONE} px: {broken[:5]}"
+
+
 
 #: The pages that the chapter list names (the front page is the list's title, not an entry).
 LISTED_PAGES = [name for name in PAGES if name != "book/intro"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -13,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
@@ -167,6 +169,18 @@ CASES = {
     "chapter_map_small": lambda: diagrams.chapter_map(SMALL_COURSE),
     "chapter_map_wide": lambda: diagrams.chapter_map(WIDE_COURSE),
 }
+
+
+@functools.cache
+def drawn(name: str) -> tuple[Figure, RendererAgg]:
+    """``CASES[name]()`` drawn once, and the renderer that drew it (closing the figure after
+    a test takes its canvas): the four tests that only read a case's figure share them
+    (laying a diagram out takes up to 2 s here, drawing it up to 0.7 s)."""
+    fig = CASES[name]()
+    fig.canvas.draw()
+    return fig, fig.canvas.get_renderer()
+
+
 N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
           "transformer_block": 1, "cross_attention": 1, "rope_rotation": 2,
           "attention_data_flow": 1, "tiled_attention": 2,
@@ -177,7 +191,7 @@ N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
 
 @pytest.mark.parametrize("name", CASES)
 def test_each_diagram_is_a_figure_of_the_expected_panels_and_width(name):
-    fig = CASES[name]()
+    fig, _ = drawn(name)
     assert isinstance(fig, Figure)
     kind = next(k for k in N_AXES if name.startswith(k))
     assert len(fig.axes) == N_AXES[kind]
@@ -190,9 +204,7 @@ def test_each_diagram_is_a_figure_of_the_expected_panels_and_width(name):
 
 @pytest.mark.parametrize("name", CASES)
 def test_no_two_texts_overlap_and_all_stay_on_the_figure(name):
-    fig = CASES[name]()
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    fig, renderer = drawn(name)
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for ax in fig.axes for t in ax.texts
              if t.get_text().strip()]
     assert boxes
@@ -712,9 +724,7 @@ BOXED = ("transformer_block", "cross_attention", "decoder_stack", "grouped_query
 def test_a_text_inside_a_box_fits_in_it(name):
     """A text anchored in a rounded box (the smallest one around its anchor) stays inside
     that box: long numbers widen no label past its box's edge."""
-    fig = CASES[name]()
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    fig, renderer = drawn(name)
     checked = 0
     for ax in fig.axes:
         boxes = [p.get_window_extent(renderer) for p in ax.patches
@@ -951,7 +961,7 @@ LIGHT_FILLS = ("prefill_and_decode", "window_with_sinks", "decoder_stack", "grou
 
 @pytest.mark.parametrize("name", [name for name in CASES if name.startswith(LIGHT_FILLS)])
 def test_every_fill_is_light_enough_for_dark_text(name):
-    fig = CASES[name]()
+    fig, _ = drawn(name)
     for ax in fig.axes:
         for patch in ax.patches:
             r, g, b, alpha = patch.get_facecolor()

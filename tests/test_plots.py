@@ -435,3 +435,39 @@ def test_one_display_raises_small_text_once_and_the_png_alone_still_does(shell, 
         plt.close(other)
     assert calls == [{"measure": True}, {}]
     assert ax2.texts[0].get_fontsize() > 6
+
+
+@pytest.mark.parametrize("case", ["legend outside", "colour bar and title", "rotated ticks",
+                                  "diagram", "constrained layout"])
+def test_the_width_measured_for_the_floor_is_the_saved_svgs(case):
+    """``legible_text`` measures the SVG's width without writing it: the width is the one
+    Jupyter's SVG gets, text past the axes included."""
+    import io
+
+    from attnbook import diagrams
+    from attnbook.plots import _svg_width
+
+    if case == "diagram":
+        figure = diagrams.query_trip()
+    else:
+        figure, ax = plt.subplots(figsize=(9.0, 3.0),
+                                  layout="constrained" if case == "constrained layout" else None)
+        ax.plot(range(10), label="a legend label longer than the gap it sits in")
+        if case == "legend outside":
+            ax.legend(bbox_to_anchor=(1.02, 1.0), loc="upper left")
+        elif case in ("colour bar and title", "constrained layout"):
+            figure.colorbar(ax.imshow(np.eye(4)), ax=ax)
+            figure.suptitle(r"weights over $\sqrt{d_k}$, far wider than its axes" * 2)
+        else:
+            ax.set_xticks(range(10), [f"token {i}" * 3 for i in range(10)], rotation=60)
+    dpi = figure.dpi
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
+    saved = float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', buffer.getvalue()).group(1)) / 72
+    assert saved != figure.get_size_inches()[0]  # the text or the crop changed the width
+    # The header's 6 digits; a layout engine places the axes anew on every save, and its
+    # second save can come out up to 0.001 inch apart from the first (measured 0.0003).
+    tolerance = 1e-3 if case == "constrained layout" else 1e-5
+    assert _svg_width(figure) == pytest.approx(saved, abs=tolerance)
+    assert figure.dpi == dpi  # measuring at the SVG's 72 dots an inch leaves it as it was
+    plt.close(figure)
