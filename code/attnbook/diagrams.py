@@ -193,7 +193,7 @@ def _cells(ax: Axes, x: float, y: float, numbers_: Sequence[float] | None, colou
     """
     for i, face in enumerate(colours):
         _add(ax, Rectangle((x + i * w, y), w, h, facecolor=face, edgecolor=_EDGE,
-                               linewidth=0.8, zorder=2))
+                           linewidth=0.8, zorder=2))
         if numbers_ is not None:
             label = ax.text(x + (i + 0.5) * w, y + h / 2, format(numbers_[i], fmt),
                             ha="center", va="center", fontsize=fontsize,
@@ -208,7 +208,7 @@ def _grid(ax: Axes, x: float, y_top: float, colours: Sequence[Sequence[str]], *,
     for i, row in enumerate(colours):
         for j, face in enumerate(row):
             _add(ax, Rectangle((x + j * w, y_top - (i + 1) * h), w, h, facecolor=face,
-                                   edgecolor=_EDGE, linewidth=linewidth, zorder=2))
+                               edgecolor=_EDGE, linewidth=linewidth, zorder=2))
 
 
 def _require_int(name: str, value: object, low: int, high: int) -> int:
@@ -767,7 +767,7 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
 def _add_circle(ax: Axes, x: float, y: float, r: float = 0.17) -> None:
     """The residual addition: a circle with a plus, centred at ``(x, y)``."""
     _add(ax, mpl.patches.Circle((x, y), r, facecolor="white", edgecolor=_LINE,
-                                    linewidth=1.3, zorder=2))
+                                linewidth=1.3, zorder=2))
     ax.text(x, y, "+", ha="center", va="center", fontsize=14, color=_INK, zorder=3)
 
 
@@ -1292,7 +1292,7 @@ def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
             tile_patch(x0, y1 - h, w, h, face, f"tile-{i}-{j}", "//" if done else None)
             # The tile's border again, above the thin score cells drawn below.
             _add(ax, Rectangle((x0, y1 - h), w, h, facecolor="none", edgecolor=_INK,
-                                   linewidth=1.6, zorder=4))
+                               linewidth=1.6, zorder=4))
             label = ax.text(x0 + w / 2, y1 - h / 2, str(n), ha="center", va="center",
                             fontsize=10 if cell * T >= 0.5 else 9, color=_INK,
                             weight="bold" if now else "normal", zorder=5,
@@ -1302,8 +1302,8 @@ def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
         for r in range(L):
             for c in range(S):
                 _add(ax, Rectangle((x_grid + c * cell, top - (r + 1) * cell), cell, cell,
-                                       facecolor="none", edgecolor="#888888", linewidth=0.4,
-                                       zorder=3.5))
+                                   facecolor="none", edgecolor="#888888", linewidth=0.4,
+                                   zorder=3.5))
         # The strips: query tiles on the left, key/value tiles on top.
         for i, rows in enumerate(row_tiles):
             y1, h = top - rows.start * cell, (min(rows.stop, L) - rows.start) * cell
@@ -1340,7 +1340,7 @@ def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
                 ("white", None, "still to come"))):
             x_key = 0.2 + k * 1.7
             _add(ax, Rectangle((x_key, legend_y), 0.22, 0.18, facecolor=face,
-                                   edgecolor=_INK, linewidth=1, hatch=hatch, zorder=3))
+                               edgecolor=_INK, linewidth=1, hatch=hatch, zorder=3))
             ax.text(x_key + 0.3, legend_y + 0.09, text, ha="left", va="center",
                     fontsize=9)
 
@@ -1497,10 +1497,10 @@ def induction_circuit(tokens: Sequence[int] = (7, 3, 9, 2, 5),
         for j, token in enumerate(seq):
             letter, seen = letters.get(j), j <= query
             _add(ax, Rectangle((x0 + j * cw, y_cell), cw, ch, linewidth=1.0,
-                                   facecolor=fills[letter] if letter else "white",
-                                   edgecolor=_EDGE if seen else "#999999",
-                                   linestyle="-" if seen else "--", zorder=2,
-                                   gid=f"cell-{j}"))
+                               facecolor=fills[letter] if letter else "white",
+                               edgecolor=_EDGE if seen else "#999999",
+                               linestyle="-" if seen else "--", zorder=2,
+                               gid=f"cell-{j}"))
             ax.text(cx(j), y_cell + ch / 2, str(token), ha="center", va="center",
                     fontsize=10.5, color=_INK if seen else "#666666", zorder=3,
                     gid=f"token-{j}")
@@ -1534,10 +1534,10 @@ def induction_circuit(tokens: Sequence[int] = (7, 3, 9, 2, 5),
         for j in range(query + 1):
             hot = j == key
             _add(ax, Rectangle((x0 + j * cw + 0.02, y_tag), cw - 0.04, th,
-                                   facecolor=_FILL_NORM if hot else _SOFT,
-                                   edgecolor=OKABE_ITO[5] if hot else _EDGE,
-                                   linewidth=1.8 if hot else 0.8, zorder=2,
-                                   gid=f"tag-{j}"))
+                               facecolor=_FILL_NORM if hot else _SOFT,
+                               edgecolor=OKABE_ITO[5] if hot else _EDGE,
+                               linewidth=1.8 if hot else 0.8, zorder=2,
+                               gid=f"tag-{j}"))
             tag = "none" if prev[j] is None else f"prev\n{prev[j]}"
             ax.text(cx(j), y_tag + th / 2, tag, ha="center", va="center",
                     fontsize=9 if cw > 0.45 else 8.5,
@@ -1717,8 +1717,8 @@ def key_contributions(
             for j in range(S):
                 y = top - (j + 0.5) * row_h
                 _add(ax, Rectangle((x, y - bar_h / 2), float(values[j]) * scale, bar_h,
-                                       facecolor=fill, edgecolor="none", zorder=2,
-                                       gid=f"bar-{gid}-{j}"))
+                                   facecolor=fill, edgecolor="none", zorder=2,
+                                   gid=f"bar-{gid}-{j}"))
                 top_value = c in (0, 3) and bool(values[j] == values.max())  # largest
                 ax.text(x + 0.05, y, f"{float(values[j]):.2f}", ha="left", va="center",
                         fontsize=9.5, color=_INK, zorder=3, gid=f"{gid}-{j}",
@@ -2478,8 +2478,8 @@ def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figu
             for start in [j for j in evicted if j - 1 not in evicted]:
                 stop = next(j for j in range(start, L + 1) if j not in evicted)
                 _add(ax, Rectangle((x_grid + start * cell, y_row), (stop - start) * cell,
-                                       cell, facecolor="none", edgecolor="#888888",
-                                       linestyle=(0, (3, 2)), linewidth=0.9, zorder=2))
+                                   cell, facecolor="none", edgecolor="#888888",
+                                   linestyle=(0, (3, 2)), linewidth=0.9, zorder=2))
                 if (stop - start) * cell >= 0.7:
                     ax.text(x_grid + (start + stop) / 2 * cell, y_row + cell / 2, "evicted",
                             ha="center", va="center", fontsize=9.5, color="#333333")
@@ -2613,6 +2613,6 @@ def chapter_map(chapters: Sequence[Chapter]) -> Figure:
         for k, part in enumerate(parts):  # the legend: one swatch per part
             y = legend_h - 0.3 * (k + 1)
             _add(ax, Rectangle((0.2, y), 0.35, 0.2, facecolor=_PART_FILLS[k % 4],
-                                   edgecolor=_LINE, linewidth=0.8))
+                               edgecolor=_LINE, linewidth=0.8))
             ax.text(0.65, y + 0.1, part, ha="left", va="center", fontsize=9.5, color=_INK)
     return _check_width(fig)
