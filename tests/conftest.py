@@ -293,9 +293,10 @@ def browser() -> Iterator[object]:
 #: machine's count; some kernels' scratch memory grows with it, as on a reader's workstation),
 #: a baseline CPU's vector kernels, and a clock that reverses the order of measured durations.
 PORTABLE = ["many-threads+baseline-cpu+reversed-clock"]
-#: How much lower the background processes' priority is than the session's (``nice``). For
-#: the chapter runs it is nominal: each kernel starts a session of its own, which Linux gives
-#: an equal share of the CPU whatever its nice value (README.md, "overlaps its parts").
+#: How much lower the background processes' priority is than the session's (``nice``). Where
+#: Linux groups the CPU by session (autogroups, on here) it is nominal for the chapter runs
+#: and the PDF: each kernel, and the build, starts a session of its own, which gets an equal
+#: share whatever its nice value (README.md, "overlaps its parts").
 BACKGROUND_NICENESS = 10
 #: Chapter runs at once while the strict build runs, and after it. During the build the
 #: session's own tests and the build keep both cores busy. With one run per chapter the runs

@@ -438,7 +438,8 @@ def test_one_display_raises_small_text_once_and_the_png_alone_still_does(shell, 
 
 
 @pytest.mark.parametrize("case", ["legend outside", "colour bar and title", "rotated ticks",
-                                  "diagram", "constrained layout"])
+                                  "diagram", "constrained layout", "rasterized",
+                                  "figure image"])
 def test_the_width_measured_for_the_floor_is_the_saved_svgs(case):
     """``legible_text`` measures the SVG's width without writing it: the width is the one
     Jupyter's SVG gets, text past the axes included."""
@@ -458,6 +459,11 @@ def test_the_width_measured_for_the_floor_is_the_saved_svgs(case):
         elif case in ("colour bar and title", "constrained layout"):
             figure.colorbar(ax.imshow(np.eye(4)), ax=ax)
             figure.suptitle(r"weights over $\sqrt{d_k}$, far wider than its axes" * 2)
+        elif case == "rasterized":  # the legend's width is taken from the image pass
+            ax.legend(mode="expand", loc="lower left", bbox_to_anchor=(0.0, 1.02, 1.5, 0.1))
+            ax.set_rasterized(True)
+        elif case == "figure image":
+            figure.figimage(np.ones((20, 1200)), xo=100)
         else:
             ax.set_xticks(range(10), [f"token {i}" * 3 for i in range(10)], rotation=60)
     dpi = figure.dpi

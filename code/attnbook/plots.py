@@ -136,13 +136,15 @@ def _svg_width(fig: Figure) -> float:
     """Inches: the width of the figure saved as Jupyter's inline backend saves it ("tight",
     0.1 inch of padding).
 
-    A figure without a layout engine is measured as saving it would (a pass with the SVG
-    renderer at the SVG's 72 dots an inch, drawing switched off as in matplotlib's own
-    layout pass, then the extent of what it draws): a third of the time of writing the SVG,
-    and the same width. A layout engine (``layout="constrained"``) places the axes anew as
-    the figure is saved, so such a figure is saved.
+    A plain figure is measured as saving it would (a pass with the SVG renderer at the SVG's
+    72 dots an inch, drawing switched off as in matplotlib's own layout pass, then the extent
+    of what it draws): a third of the time of writing the SVG, and the same width. A figure
+    that saving treats differently is saved: a layout engine (``layout="constrained"``)
+    places the axes anew, and rasterized artists and figure images are drawn at the image
+    resolution by a renderer of their own.
     """
-    if fig.get_layout_engine() is not None:
+    if (fig.get_layout_engine() is not None or fig.images
+            or fig.findobj(lambda artist: artist.get_rasterized())):
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", bbox_inches="tight", pad_inches=0.1)
         return float(re.search(r'<svg[^>]*\swidth="([\d.]+)pt"', buffer.getvalue()).group(1)) / 72
