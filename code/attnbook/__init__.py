@@ -10,6 +10,8 @@ Submodules (imported on first use, so ``import attnbook`` is cheap):
 - ``attnbook.positions``: sinusoidal positions, RoPE and ALiBi
 - ``attnbook.lengths``: the length-generalisation experiment
 - ``attnbook.decoder``: a LLaMA-style decoder built from the package's attention
+- ``attnbook.compress``: a decoder's key/value cache shrunk: quantised keys and values,
+  heavy-hitter eviction, a low-rank latent, each with the bytes it stores
 - ``attnbook.circuits``: induction heads: repeated-token data, an attention-only model, head
   scores and ablation
 - ``attnbook.plots``: the book's figure style and heatmaps
@@ -28,9 +30,9 @@ from types import ModuleType
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "checks", "circuits", "decoder", "diagrams", "efficient", "explorer",
-               "layers", "lengths", "masks", "playgrounds", "plots", "positions", "pretrained",
-               "timing", "training")
+_SUBMODULES = ("attention", "checks", "circuits", "compress", "decoder", "diagrams", "efficient",
+               "explorer", "layers", "lengths", "masks", "playgrounds", "plots", "positions",
+               "pretrained", "timing", "training")
 __all__ = ["__version__", *_SUBMODULES]
 
 
