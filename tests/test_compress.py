@@ -16,6 +16,7 @@ from attnbook.compress import (
     heavy_hitter_mask,
     low_rank_factors,
     low_rank_kv,
+    projection_inputs,
     quantize,
     quantized_kv,
 )
@@ -398,3 +399,12 @@ def test_calibrated_low_rank_fits_the_inputs_it_saw():
         with torch.no_grad():
             torch.testing.assert_close(full, decoder(ids).logits, rtol=0, atol=1e-8)
     assert errors["calibrated"] < errors["plain"]
+    inputs = projection_inputs(decoder, ids)
+    assert [tuple(x.shape) for x in inputs] == [(40, 32), (40, 32)]
+    with torch.no_grad():
+        with low_rank_kv(decoder, 5, calibration=ids):
+            from_ids = decoder(ids).logits
+        with low_rank_kv(decoder, 5, calibration=inputs):
+            assert torch.equal(decoder(ids).logits, from_ids)
+    with pytest.raises(TypeError, match="calibration must be token ids"):
+        low_rank_kv(decoder, 5, calibration=inputs[:1])

@@ -50,7 +50,8 @@ from .masks import causal_mask
 from .positions import rope
 
 __all__ = ["HeavyHitterCache", "Quantized", "decode_losses", "heavy_hitter_kv",
-           "heavy_hitter_mask", "low_rank_factors", "low_rank_kv", "quantize", "quantized_kv"]
+           "heavy_hitter_mask", "low_rank_factors", "low_rank_kv", "projection_inputs", "quantize",
+           "quantized_kv"]
 
 #: Where the numbers that share one scale lie, for a tensor ``(..., t, C)``: the axis a
 #: group runs along.
@@ -308,8 +309,9 @@ def low_rank_kv(decoder: Decoder, rank: int, *, calibration: Tensor | None = Non
     Args:
         decoder: an :class:`attnbook.decoder.Decoder`.
         rank: the latent's width, from 1 to ``min(2 * h_kv * d_head, d_model)``.
-        calibration: token ids ``(L,)`` or ``(B, L)`` whose inputs the factors fit, or
-            ``None``.
+        calibration: token ids ``(L,)`` or ``(B, L)`` whose inputs the factors fit; or
+            what :func:`projection_inputs` returned for them (to fit several ranks from
+            one reading); or ``None``.
 
     Raises:
         TypeError: for a decoder that is not a ``Decoder``, a rank that is not an int, or
@@ -322,7 +324,16 @@ def low_rank_kv(decoder: Decoder, rank: int, *, calibration: Tensor | None = Non
     config = decoder.config
     width = config.num_kv_heads * config.d_head
     rank = require_int("rank", rank, minimum=1, maximum=min(2 * width, config.d_model))
-    inputs = None if calibration is None else _projection_inputs(decoder, calibration)
+    if calibration is None or isinstance(calibration, Tensor):
+        inputs = None if calibration is None else projection_inputs(decoder, calibration)
+    elif (isinstance(calibration, list) and len(calibration) == config.num_layers
+          and all(isinstance(x, Tensor) and x.dim() == 2 and x.shape[1] == config.d_model
+                  for x in calibration)):
+        inputs = calibration
+    else:
+        raise TypeError(f"calibration must be token ids, or one (n, d_model={config.d_model}) "
+                        f"tensor per block from projection_inputs, got "
+                        f"{type(calibration).__name__}")
     factors = []
     for index, block in enumerate(decoder.blocks):
         stacked = torch.cat([block.attn.k_proj.weight, block.attn.v_proj.weight])  # (2w, d)
@@ -353,10 +364,15 @@ def low_rank_kv(decoder: Decoder, rank: int, *, calibration: Tensor | None = Non
 
 
 @torch.no_grad()
-def _projection_inputs(decoder: Decoder, ids: Tensor) -> list[Tensor]:
-    """What each block's key projection reads when ``decoder`` reads ``ids``: one
-    ``(B * L, d_model)`` per block."""
-    ids = require_tensor("calibration", ids)
+def projection_inputs(decoder: Decoder, ids: Tensor) -> list[Tensor]:
+    """What each block's key and value projections read when ``decoder`` reads ``ids``
+    (the normalised residual stream): one ``(B * L, d_model)`` tensor per block.
+
+    Raises:
+        TypeError, ValueError: for a decoder that is not a ``Decoder`` and for ids it
+            refuses.
+    """
+    ids = require_tensor("ids", ids)
     seen: list[Tensor] = []
 
     def record(index: int, inputs: Tensor, output: Tensor) -> Tensor:
