@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from exercise_solutions.attention_layer import padded_causal_mask, peeks_ahead
+from exercise_solutions.cache_budget import evict_one, quantize_keys
 from exercise_solutions.causal_masks import my_causal_mask, my_masked_softmax
 from exercise_solutions.dot_product_similarity import batched_raw_attention
 from exercise_solutions.efficient_attention import online_normalizer
@@ -50,6 +51,7 @@ from attnbook.checks import (
     check_cached_rope_step,
     check_causal_mask,
     check_copying_score,
+    check_evict_one,
     check_masked_softmax,
     check_mean_ablation,
     check_multi_head_attention,
@@ -58,6 +60,7 @@ from attnbook.checks import (
     check_padded_causal_mask,
     check_peeks_ahead,
     check_prefix_matching_score,
+    check_quantize_keys,
     check_repeat_kv,
     check_repeat_pattern,
     check_rope_interleaved,
@@ -1563,6 +1566,29 @@ def peeks_from_the_end(layer, x):
 
 # ----------------------------------------------------------------------------------- tests
 
+def quantize_keys_block_by_block(keys, bits, group):
+    """Min-max rounding with Python loops over channels and blocks."""
+    rounded = keys.clone()
+    t, channels = keys.shape
+    for c in range(channels):
+        for start in range(0, t, group):
+            block = keys[start:start + group, c]
+            low, high = block.min(), block.max()
+            if high == low:
+                continue
+            step = (high - low) / (2**bits - 1)
+            rounded[start:start + group, c] = ((block - low) / step).round() * step + low
+    blocks = channels * (t // group)
+    return rounded, (t * channels * bits + 7) // 8 + 4 * blocks
+
+
+def evict_one_with_masks(received, positions, recent, sinks):
+    """The least attended candidate, found with tensor masks."""
+    candidate = (positions >= sinks) & (positions[-1] - positions >= recent)
+    index = received.masked_fill(~candidate, float("inf")).argmin()
+    return positions[index]
+
+
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
@@ -1607,6 +1633,11 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
     (check_padded_causal_mask, (padded_mask_with_loops,)),
     (check_peeks_ahead, (peeks_with_random_tokens,)),
     (check_peeks_ahead, (peeks_with_noise_and_ne,)),
+    (check_quantize_keys, (quantize_keys_block_by_block,)),
+    (check_quantize_keys, (lambda keys, bits, group: (
+        quantize_keys(keys, bits, group)[0], torch.tensor(quantize_keys(keys, bits,
+                                                                        group)[1])),)),
+    (check_evict_one, (evict_one_with_masks,)),
 ]
 
 
@@ -1663,6 +1694,9 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                             ("mean_ablate",)),
     "induction-heads-ex3": ("induction_heads", "induction-heads", check_copying_score,
                             ("copying_score",)),
+    "cache-budget-ex1": ("cache_budget", "cache-budget", check_quantize_keys,
+                         ("quantize_keys",)),
+    "cache-budget-ex3": ("cache_budget", "cache-budget", check_evict_one, ("evict_one",)),
 }
 
 
@@ -1769,6 +1803,84 @@ def test_solution_files_are_written_from_scratch(name):
 def test_nearest_by_cosine_on_the_real_table(capsys):
     check_nearest_by_cosine(nearest_by_cosine, pretrained=True)
     assert "all 8 checks passed" in capsys.readouterr().out
+
+
+def _key_blocks(keys, group):
+    return keys.T.unflatten(-1, (-1, group))  # (C, blocks, group)
+
+
+def _from_key_blocks(blocks):
+    return blocks.flatten(-2).T
+
+
+def _round_blocks(blocks, bits, steps=None, rounding=torch.round):
+    low = blocks.amin(-1, keepdim=True)
+    step = (blocks.amax(-1, keepdim=True) - low) / (steps or 2**bits - 1)
+    return rounding((blocks - low) / step) * step + low
+
+
+def keys_per_token(keys, bits, group):
+    return _round_blocks(keys, bits), quantize_keys(keys, bits, group)[1]
+
+
+def keys_in_one_block(keys, bits, group):
+    return quantize_keys(keys, bits, keys.shape[0])[0], quantize_keys(keys, bits, group)[1]
+
+
+def keys_with_two_to_the_bits_steps(keys, bits, group):
+    rounded = _round_blocks(_key_blocks(keys, group), bits, steps=2**bits)
+    return _from_key_blocks(rounded), quantize_keys(keys, bits, group)[1]
+
+
+def keys_rounded_down(keys, bits, group):
+    rounded = _round_blocks(_key_blocks(keys, group), bits, rounding=torch.floor)
+    return _from_key_blocks(rounded), quantize_keys(keys, bits, group)[1]
+
+
+def keys_divided_by_zero_steps(keys, bits, group):
+    rounded = _round_blocks(_key_blocks(keys, group), bits)
+    return _from_key_blocks(rounded), quantize_keys(keys, bits, group)[1]
+
+
+def key_bytes_without_scales(keys, bits, group):
+    return quantize_keys(keys, bits, group)[0], keys.numel() * bits // 8
+
+
+def key_bytes_unpacked(keys, bits, group):
+    blocks = keys.shape[1] * (keys.shape[0] // group)
+    return quantize_keys(keys, bits, group)[0], keys.numel() + 4 * blocks
+
+
+def key_bytes_with_wide_scales(keys, bits, group):
+    blocks = keys.shape[1] * (keys.shape[0] // group)
+    return quantize_keys(keys, bits, group)[0], keys.numel() * bits // 8 + 8 * blocks
+
+
+def _least(received, positions, allowed):
+    candidates = [i for i, p in enumerate(positions.tolist()) if allowed(p)]
+    return min(candidates, key=lambda i: float(received[i]))
+
+
+def evict_ignoring_sinks(received, positions, recent, sinks):
+    newest = int(positions[-1])
+    return int(positions[_least(received, positions, lambda p: newest - p >= recent)])
+
+
+def evict_ignoring_recent(received, positions, recent, sinks):
+    return int(positions[_least(received, positions, lambda p: p >= sinks)])
+
+
+def evict_with_a_narrow_window(received, positions, recent, sinks):
+    return evict_one(received, positions, recent - 1, sinks)
+
+
+def evict_the_most_attended(received, positions, recent, sinks):
+    return evict_one(-received, positions, recent, sinks)
+
+
+def evict_returning_the_index(received, positions, recent, sinks):
+    newest = int(positions[-1])
+    return _least(received, positions, lambda p: p >= sinks and newest - p >= recent)
 
 
 WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
@@ -2359,6 +2471,34 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
       "returned None, expected 5", "`for t in range(1, L)`, whose last t is L - 1"]),
     ("peeks from the end", check_peeks_ahead, (peeks_from_the_end,),
      ["check 2", "returned 5, expected 1", "return the FIRST such position"]),
+    ("keys rounded per token", check_quantize_keys, (keys_per_token,),
+     ["check 1", "wrong values in rounded", "that is a scale per token"]),
+    ("keys in one block of all tokens", check_quantize_keys, (keys_in_one_block,),
+     ["check 1", "wrong values in rounded", "one block of all 8 tokens"]),
+    ("keys with 2**bits steps", check_quantize_keys, (keys_with_two_to_the_bits_steps,),
+     ["check 1", "2**bits - 1 = 3 steps"]),
+    ("keys rounded down", check_quantize_keys, (keys_rounded_down,),
+     ["wrong values in rounded", "not down"]),
+    ("keys divided by a zero step", check_quantize_keys, (keys_divided_by_zero_steps,),
+     ["check 4 (a block whose numbers are all equal (step 0))", "4 NaN",
+      "give it code 0"]),
+    ("key bytes without the scales", check_quantize_keys, (key_bytes_without_scales,),
+     ["wrong value of nbytes", "expected nbytes", "= 20", "add the minimum and the step"]),
+    ("key bytes unpacked", check_quantize_keys, (key_bytes_unpacked,),
+     ["wrong value of nbytes", "pack the codes"]),
+    ("key bytes with 32-bit scales", check_quantize_keys, (key_bytes_with_wide_scales,),
+     ["wrong value of nbytes", "2 bytes each, not 4"]),
+    ("eviction of a sink", check_evict_one, (evict_ignoring_sinks,),
+     ["check 2 (the sink has received the least)", "evicted 0, expected position 2",
+      "position 0 is a sink"]),
+    ("eviction of the newest", check_evict_one, (evict_ignoring_recent,),
+     ["check 1", "evicted 5, expected position 1", "that is the newest token"]),
+    ("eviction of a recent token", check_evict_one, (evict_with_a_narrow_window,),
+     ["check 3", "evicted 4, expected position 2", "one of the recent=2 newest"]),
+    ("eviction of the most attended", check_evict_one, (evict_the_most_attended,),
+     ["check 1", "evicted 2, expected position 1", "evict the least attended"]),
+    ("eviction returning an index", check_evict_one, (evict_returning_the_index,),
+     ["check 4", "evicted 3, expected position 6", "positions[3] = 6"]),
 ]
 
 
@@ -2398,7 +2538,8 @@ READER_CALLS = [
     (check_rope_interleaved, 2), (check_alibi_slopes, 1), (check_repeat_kv, 2),
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
     (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
-    (check_padded_causal_mask, 2), (check_peeks_ahead, 2),
+    (check_padded_causal_mask, 2), (check_peeks_ahead, 2), (check_quantize_keys, 3),
+    (check_evict_one, 4),
 ]
 
 
@@ -2557,6 +2698,8 @@ def test_the_reader_gets_fresh_copies():
     (check_copying_score, "copying_fn"),
     (check_padded_causal_mask, "mask_fn"),
     (check_peeks_ahead, "peeks_fn"),
+    (check_quantize_keys, "quantize_fn"),
+    (check_evict_one, "evict_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from attnbook.compress import (
     HeavyHitterCache,
     decode_losses,
+    heavy_hitter_keep,
     heavy_hitter_kv,
     heavy_hitter_mask,
     low_rank_factors,
@@ -408,3 +409,27 @@ def test_calibrated_low_rank_fits_the_inputs_it_saw():
             assert torch.equal(decoder(ids).logits, from_ids)
     with pytest.raises(TypeError, match="calibration must be token ids"):
         low_rank_kv(decoder, 5, calibration=inputs[:1])
+
+
+def test_heavy_hitter_keep_by_hand():
+    received = torch.tensor([0.9, 0.1, 0.6, 0.2, 0.3, 0.0])
+    keep = heavy_hitter_keep(received, torch.arange(6), 5, recent=2, sinks=1)
+    assert keep.tolist() == [0, 2, 3, 4, 5]  # position 1 received the least
+    # of two that received the same, the older stays; a head per row
+    tied = torch.tensor([[0.5, 0.2, 0.2, 0.9], [0.1, 0.3, 0.7, 0.0]])
+    positions = torch.tensor([[0, 3, 4, 6], [0, 1, 5, 6]])
+    assert heavy_hitter_keep(tied, positions, 3, recent=1).tolist() == [[0, 1, 3],
+                                                                          [1, 2, 3]]
+    assert heavy_hitter_keep(received[:3], torch.arange(3), 5, recent=1).tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("args, kwargs, error, message", [
+    ((torch.zeros(3), torch.arange(4), 2), {"recent": 1}, ValueError, "same shape"),
+    ((torch.zeros(3), torch.arange(3.0), 2), {"recent": 1}, TypeError, "integers"),
+    ((torch.zeros(3), torch.arange(3), 2), {"recent": 2, "sinks": 1}, ValueError,
+     "budget=2 must hold"),
+    (([0.0], torch.arange(1), 2), {"recent": 1}, TypeError, "received must be a torch"),
+])
+def test_heavy_hitter_keep_bad_input(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        heavy_hitter_keep(*args, **kwargs)

@@ -92,6 +92,10 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
         "copying_score": lambda m: m.copying_score(torch.randn(2, 8), torch.randn(8, 2),
                                                    torch.randn(10, 8), torch.randn(10, 8)),
     }),
+    "cache_budget": ("cache-budget", "cache-budget-ex1", {
+        "quantize_keys": lambda m: m.quantize_keys(torch.randn(8, 2), 2, 4),
+        "evict_one": lambda m: m.evict_one(torch.rand(4), torch.arange(4), 1, 1),
+    }),
 }
 
 

@@ -49,9 +49,9 @@ from .efficient import KVCache
 from .masks import causal_mask
 from .positions import rope
 
-__all__ = ["HeavyHitterCache", "Quantized", "decode_losses", "heavy_hitter_kv",
-           "heavy_hitter_mask", "low_rank_factors", "low_rank_kv", "projection_inputs", "quantize",
-           "quantized_kv"]
+__all__ = ["HeavyHitterCache", "Quantized", "decode_losses", "heavy_hitter_keep",
+           "heavy_hitter_kv", "heavy_hitter_mask", "low_rank_factors", "low_rank_kv",
+           "projection_inputs", "quantize", "quantized_kv"]
 
 #: Where the numbers that share one scale lie, for a tensor ``(..., t, C)``: the axis a
 #: group runs along.
@@ -474,10 +474,8 @@ class HeavyHitterCache(KVCache):
         return out if return_weights else out._replace(weights=None)
 
     def _evict(self) -> None:
-        newest = self.next_position
-        protected = (self._held < self.sinks) | (newest - self._held <= self.keep_recent)
-        priority = self._received.masked_fill(protected, math.inf)
-        keep = priority.topk(self.budget, dim=-1).indices.sort(dim=-1).values  # (..., h_kv, b)
+        keep = heavy_hitter_keep(self._received, self._held, self.budget,
+                                 recent=self.keep_recent, sinks=self.sinks)  # (..., h_kv, b)
         self._keys = self._keys.gather(-2, keep[..., None].expand(
             *keep.shape, self._keys.shape[-1]))  # (..., h_kv, budget, E)
         self._values = self._values.gather(-2, keep[..., None].expand(
@@ -486,6 +484,43 @@ class HeavyHitterCache(KVCache):
         self._received = self._received.gather(-1, keep)
         self._positions = self._positions[:0]  # the base class's one row: heads differ now
         self._length = self.budget
+
+
+def heavy_hitter_keep(received: Tensor, positions: Tensor, budget: int, *, recent: int,
+                      sinks: int = 0) -> Tensor:
+    """The heavy-hitter rule (H2O): which of the held positions to keep.
+
+    Kept are the positions below ``sinks``, the ``recent`` newest (``p > newest - recent``,
+    the newest being the last position), and, in the rest of the ``budget``, the positions
+    that have received the most attention; of two that received the same, the older stays.
+
+    Args:
+        received: the attention each held position has received so far, ``(..., t)``.
+        positions: the held positions, ``(..., t)`` integers, increasing along the last
+            dimension.
+        budget, recent, sinks: as in :class:`HeavyHitterCache`.
+
+    Returns:
+        The indices along the last dimension to keep, ``(..., min(t, budget))``,
+        increasing.
+
+    Raises:
+        TypeError, ValueError: for tensors of other shapes or kinds, and what
+            :class:`HeavyHitterCache` refuses.
+    """
+    received, positions = require_tensor("received", received), require_tensor(
+        "positions", positions)
+    HeavyHitterCache(budget, recent=recent, sinks=sinks)  # the same checks as the cache
+    if positions.is_floating_point() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must hold integers, got {positions.dtype}")
+    if received.shape != positions.shape or received.dim() == 0 or received.shape[-1] == 0:
+        raise ValueError(f"received and positions must have the same shape (..., t), t >= 1, "
+                         f"got {tuple(received.shape)} and {tuple(positions.shape)}")
+    newest = positions[..., -1:]  # (..., 1)
+    protected = (positions < sinks) | (newest - positions < recent)
+    priority = received.double().masked_fill(protected, math.inf)
+    order = priority.sort(dim=-1, descending=True, stable=True).indices
+    return order[..., :budget].sort(dim=-1).values
 
 
 def heavy_hitter_mask(scores: Tensor, num_kv_heads: int, budget: int, *, recent: int,
@@ -522,19 +557,20 @@ def heavy_hitter_mask(scores: Tensor, num_kv_heads: int, budget: int, *, recent:
         raise ValueError(f"num_kv_heads={num_kv_heads} must divide the h={h} heads of scores")
     HeavyHitterCache(budget, recent=recent, sinks=sinks)  # the same checks as the cache
     grouped = scores.unflatten(-3, (num_kv_heads, h // num_kv_heads))  # (..., h_kv, g, L, L)
-    positions = torch.arange(L, device=scores.device)
-    held = torch.zeros(*grouped.shape[:-3], L, dtype=torch.bool, device=scores.device)
-    received = torch.zeros(held.shape, dtype=torch.float32, device=scores.device)
-    mask = torch.zeros(*held.shape, L, dtype=torch.bool, device=scores.device)
+    heads = grouped.shape[:-3]  # (..., h_kv)
+    held = scores.new_zeros(*heads, 0, dtype=torch.long)  # (..., h_kv, n) positions
+    received = scores.new_zeros(*heads, 0, dtype=torch.float32)  # (..., h_kv, n)
+    mask = torch.zeros(*heads, L, L, dtype=torch.bool, device=scores.device)
     for t in range(L):
-        held[..., t] = True
-        mask[..., t, :] = held
-        row = grouped[..., t, :].masked_fill(~held[..., None, :], -math.inf)  # (..., g, L)
-        received += row.softmax(dim=-1).sum(dim=-2).float()
-        if t + 1 > budget:  # one position too many: evict the least attended candidate
-            candidate = held & (positions >= sinks) & (t - positions >= recent)
-            evicted = received.masked_fill(~candidate, math.inf).argmin(dim=-1)
-            held.scatter_(-1, evicted[..., None], False)
+        held = torch.cat([held, held.new_full((*heads, 1), t)], dim=-1)
+        received = torch.cat([received, received.new_zeros(*heads, 1)], dim=-1)
+        mask[..., t, :].scatter_(-1, held, True)
+        row = grouped[..., t, :].gather(-1, held[..., None, :].expand(
+            *heads, grouped.shape[-3], held.shape[-1]))  # (..., h_kv, g, n)
+        received = received + row.softmax(dim=-1).sum(dim=-2).float()
+        if held.shape[-1] > budget:  # one position too many
+            keep = heavy_hitter_keep(received, held, budget, recent=recent, sinks=sinks)
+            held, received = held.gather(-1, keep), received.gather(-1, keep)
     return mask
 
 

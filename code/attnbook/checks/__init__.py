@@ -50,12 +50,15 @@ Each checker is named after what it checks and lives in a module named after its
   ``prefix_matching_score(weights, period)``, :func:`check_mean_ablation` on
   ``mean_ablate(merged, head, num_heads)`` and :func:`check_copying_score` on
   ``copying_score(w_v, w_o, embed, unembed)``
+- ``cache-budget``: :func:`check_quantize_keys` on ``quantize_keys(keys, bits, group)``
+  and :func:`check_evict_one` on ``evict_one(received, positions, recent, sinks)``
 """
 
 from __future__ import annotations
 
 from .attention_layer import check_padded_causal_mask, check_peeks_ahead
 from .attention_maps import check_row_entropy
+from .cache_budget import check_evict_one, check_quantize_keys
 from .causal_masks import check_causal_mask, check_masked_softmax
 from .dot_product_similarity import check_batched_raw_attention
 from .efficient_attention import check_online_normalizer
@@ -87,6 +90,7 @@ __all__ = [
     "check_cached_rope_step",
     "check_causal_mask",
     "check_copying_score",
+    "check_evict_one",
     "check_masked_softmax",
     "check_mean_ablation",
     "check_multi_head_attention",
@@ -95,6 +99,7 @@ __all__ = [
     "check_padded_causal_mask",
     "check_peeks_ahead",
     "check_prefix_matching_score",
+    "check_quantize_keys",
     "check_repeat_kv",
     "check_repeat_pattern",
     "check_rope_interleaved",

@@ -1,0 +1,1 @@
+"""Exercises of the chapter `cache-budget`: your code is in solution.py."""
