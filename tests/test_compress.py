@@ -235,16 +235,16 @@ def h2o_loop_reference(q, k, v, budget: int, recent: int, sinks: int) -> torch.T
         for j in range(h_kv):
             held[j].append(t)
             received[j][t] = 0.0
+            while len(held[j]) > budget:  # evicted before the new token attends
+                candidates = [p for p in held[j] if p >= sinks and t - p >= recent]
+                evicted = min(candidates, key=lambda p: received[j][p])
+                held[j].remove(evicted)
             keys = k[j, held[j]]
             for head in range(j * group, (j + 1) * group):
                 weights = torch.softmax(keys @ q[head, t] / math.sqrt(E), dim=0)
                 out[head, t] = weights @ v[j, held[j]]
                 for p, w in zip(held[j], weights.tolist(), strict=True):
                     received[j][p] += w
-            while len(held[j]) > budget:
-                candidates = [p for p in held[j] if p >= sinks and t - p >= recent]
-                evicted = min(candidates, key=lambda p: received[j][p])
-                held[j].remove(evicted)
     return out
 
 
@@ -338,7 +338,7 @@ def test_heavy_hitter_mask_replays_the_cache():
     for t in range(16):
         cache.append(k[:, t:t + 1], v[:, t:t + 1])
         held = torch.zeros(2, 16, dtype=torch.bool)
-        held.scatter_(-1, cache.positions, True)  # before this step's eviction
+        held.scatter_(-1, cache.positions, True)  # what the new token attends over
         rows.append(held)
         cache.attend(q[:, t:t + 1])
     scores = (q.unflatten(0, (2, 2)) @ k[:, None].transpose(-1, -2)).flatten(0, 1) / math.sqrt(8)
@@ -346,7 +346,7 @@ def test_heavy_hitter_mask_replays_the_cache():
     mask = heavy_hitter_mask(scores, 2, 6, recent=2, sinks=1)
     assert mask.shape == (2, 16, 16)
     assert torch.equal(mask, torch.stack(rows, dim=1))
-    assert int(mask.sum(-1).max()) == 7  # the budget and the newest token before eviction
+    assert int(mask.sum(-1).max()) == 6  # the budget, the new token's own key included
 
 
 def test_heavy_hitter_kv_in_one_pass_equals_decoding_token_by_token():

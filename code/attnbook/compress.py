@@ -386,11 +386,13 @@ def projection_inputs(decoder: Decoder, ids: Tensor) -> list[Tensor]:
 class HeavyHitterCache(KVCache):
     """A cache that keeps at most ``budget`` positions per key/value head (H2O).
 
-    After every step, each key/value head keeps the first ``sinks`` positions, the
-    ``recent`` newest ones (the query's own included), and, in the rest of its budget,
-    the positions whose keys have received the most attention so far, summed over the
-    queries that have attended and over the query heads the key/value head serves
-    (Zhang et al., 2023, "heavy hitters"). Different heads may keep different positions.
+    When a new token arrives and the cache holds one position too many, each key/value
+    head keeps the first ``sinks`` positions, the ``recent`` newest ones (the new token
+    included), and, in the rest of its budget, the positions whose keys have received the
+    most attention so far, summed over the queries that have attended and over the query
+    heads the key/value head serves (Zhang et al., 2023, "heavy hitters"). Different heads
+    may keep different positions. A query thus attends over at most ``budget`` keys, its
+    own included, as under a window of ``budget`` positions.
 
     Fill it with a prompt at once (the prompt attends causally, then the cache shrinks to
     its budget) or token by token; after the first call, one token at a time.
@@ -458,12 +460,15 @@ class HeavyHitterCache(KVCache):
         else:
             self._held = torch.cat([self._held, new], dim=-1)
             self._received = torch.cat([self._received, fresh], dim=-1)
+            if len(self) > self.budget:  # one too many: evict before the token attends
+                self._evict()
 
     def attend(self, q: Tensor, *, scale: float | None = None,
                return_weights: bool = False):
-        """Attention of the newest queries over every held key, then eviction down to the
-        budget. Queries ``(..., h, n, E)``; the weights returned, if asked for, are over
-        the keys held before the eviction."""
+        """Attention of the newest queries over every held key, whose weights add to what
+        each key has received. Queries ``(..., h, n, E)``. After a prefill longer than the
+        budget, the cache then shrinks to it (the weights returned, if asked for, are over
+        the keys held before)."""
         out = super().attend(q, scale=scale, return_weights=True)
         weights = out.weights  # (..., h, n, t)
         kv_heads = self._keys.shape[-3]
@@ -528,9 +533,10 @@ def heavy_hitter_mask(scores: Tensor, num_kv_heads: int, budget: int, *, recent:
     """Which keys each query sees when a :class:`HeavyHitterCache` is filled one token at a
     time: the whole decoding loop as one mask, for a text read in one pass.
 
-    Query ``t`` sees the positions its key/value head holds after the eviction of step
-    ``t - 1``, plus ``t`` itself; its weights are the softmax of its ``scores`` over them,
-    and they add to what each held key has received, as in the cache.
+    Query ``t`` sees the positions its key/value head holds once ``t`` has arrived and,
+    if the head held one too many, one has been evicted; its weights are the softmax of
+    its ``scores`` over them, and they add to what each held key has received, as in the
+    cache.
 
     Args:
         scores: the causal attention scores ``(..., h, L, L)`` (queries against keys,
@@ -564,13 +570,13 @@ def heavy_hitter_mask(scores: Tensor, num_kv_heads: int, budget: int, *, recent:
     for t in range(L):
         held = torch.cat([held, held.new_full((*heads, 1), t)], dim=-1)
         received = torch.cat([received, received.new_zeros(*heads, 1)], dim=-1)
+        if held.shape[-1] > budget:  # one position too many
+            keep = heavy_hitter_keep(received, held, budget, recent=recent, sinks=sinks)
+            held, received = held.gather(-1, keep), received.gather(-1, keep)
         mask[..., t, :].scatter_(-1, held, True)
         row = grouped[..., t, :].gather(-1, held[..., None, :].expand(
             *heads, grouped.shape[-3], held.shape[-1]))  # (..., h_kv, g, n)
         received = received + row.softmax(dim=-1).sum(dim=-2).float()
-        if held.shape[-1] > budget:  # one position too many
-            keep = heavy_hitter_keep(received, held, budget, recent=recent, sinks=sinks)
-            held, received = held.gather(-1, keep), received.gather(-1, keep)
     return mask
 
 
