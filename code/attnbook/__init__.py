@@ -32,7 +32,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "checks", "circuits", "compress", "decoder", "diagrams", "efficient",
                "explorer", "layers", "lengths", "masks", "playgrounds", "plots", "positions",
-               "pretrained", "timing", "training")
+               "pretrained", "timing", "training", "whisper")
 __all__ = ["__version__", *_SUBMODULES]
 
 
