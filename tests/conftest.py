@@ -28,6 +28,16 @@ import yaml
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# One thread a process for everything the session starts: the strict build's kernels, the
+# planted chapters' "default" runs and this process's own torch. On two cores the build, the
+# chapter runs and the tests already keep both busy, and a chapter with two threads took
+# 78 s alone against 94 s with one (cache-budget, stop 48): a second thread bought 17 % of
+# speed for about 65 % more CPU time. The suite still sees two thread counts, one here and
+# sixteen in the portability run (PORTABLE). `make book` outside the tests keeps the
+# machine's count. Set before torch is imported, which reads it once.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 # SmolLM2 converted once, shared by tests, chapters and the book build (as the Makefile sets).
 os.environ.setdefault("ATTNBOOK_CACHE", str(ROOT / ".cache"))
@@ -289,8 +299,8 @@ def browser() -> Iterator[object]:
 
 
 #: The environment every chapter runs in besides the build's (``test_portability``): it turns
-#: three knobs at once against the build's own set-up: sixteen threads (the build has the
-#: machine's count; some kernels' scratch memory grows with it, as on a reader's workstation),
+#: three knobs at once against the build's own set-up: sixteen threads (the suite's build has
+#: one; some kernels' scratch memory grows with the count, as on a reader's workstation),
 #: a baseline CPU's vector kernels, and a clock that reverses the order of measured durations.
 PORTABLE = ["many-threads+baseline-cpu+reversed-clock"]
 #: How much lower the background processes' priority is than the session's (``nice``). Where
