@@ -27,6 +27,7 @@ from attnbook.decoder import Decoder, DecoderConfig
 from attnbook.efficient import KVCache
 from attnbook.masks import sliding_window_mask
 from attnbook.plots import MIN_TEXT_PX, text_px_per_point
+from attnbook.whisper import Whisper, WhisperConfig
 
 #: The printed numbers use two decimals: a printed value is within half a unit of the last
 #: digit of the true one (plus a little for the float64 -> text rounding).
@@ -108,6 +109,10 @@ def course(needs: dict[int, tuple[int, ...]], parts: int = 2) -> tuple[Chapter, 
 SMALL_COURSE = course({1: (), 2: (1,), 3: (1, 2), 4: (1,)})
 #: Five chapters that all need chapter 1 alone: the widest row.
 WIDE_COURSE = course({1: (), 2: (1,), 3: (1,), 4: (1,), 5: (1,), 6: (1, 5)})
+#: A Whisper of other sizes: every number the diagram prints must follow the config.
+WHISPER_SMALL = WhisperConfig(vocab_size=1000, n_mels=40, d_model=96, num_heads=3,
+                              encoder_layers=2, decoder_layers=3, d_ff=200,
+                              audio_positions=750, text_positions=64)
 # Every diagram with the arguments drawn in the book, and with the largest ones allowed.
 CASES = {
     "query_trip": lambda: diagrams.query_trip(),
@@ -165,6 +170,8 @@ CASES = {
     "window_with_sinks_all_sinks": lambda: diagrams.window_with_sinks(24, 24, 23),
     "window_with_sinks_one_key": lambda: diagrams.window_with_sinks(24, 1, 0),
     "window_with_sinks_narrow_gap": lambda: diagrams.window_with_sinks(7, 3, 3),
+    "whisper_model": lambda: diagrams.whisper_model(),
+    "whisper_model_small": lambda: diagrams.whisper_model(WHISPER_SMALL),
     "chapter_map": lambda: diagrams.chapter_map(read_course(ROOT)),
     "chapter_map_small": lambda: diagrams.chapter_map(SMALL_COURSE),
     "chapter_map_wide": lambda: diagrams.chapter_map(WIDE_COURSE),
@@ -186,7 +193,7 @@ N_AXES = {"query_trip": 1, "sequential_vs_parallel": 2, "multi_head_split": 1,
           "attention_data_flow": 1, "tiled_attention": 2,
           "induction_circuit": 1, "key_contributions": 2, "decoder_stack": 1,
           "grouped_query_heads": 3, "prefill_and_decode": 2, "window_with_sinks": 1,
-          "chapter_map": 1}
+          "whisper_model": 1, "chapter_map": 1}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -717,7 +724,7 @@ def test_key_contributions_bad_arguments_name_the_argument(kwargs, error, name):
 
 #: The diagrams that write labels in rounded boxes.
 BOXED = ("transformer_block", "cross_attention", "decoder_stack", "grouped_query_heads",
-         "induction_circuit", "prefill_and_decode", "chapter_map")
+         "induction_circuit", "prefill_and_decode", "whisper_model", "chapter_map")
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if name.startswith(BOXED)])
@@ -743,6 +750,38 @@ def test_a_text_inside_a_box_fits_in_it(name):
                 f"{text.get_text()!r} spills out of its box: {extent} in {box}")
             checked += 1
     assert checked >= 2  # every diagram here has at least two labelled boxes
+
+
+# ----------------------------------------------------------------------------- whisper_model
+
+
+@pytest.mark.parametrize("config", [WhisperConfig(), WHISPER_SMALL], ids=["tiny.en", "small"])
+def test_whisper_model_prints_the_shapes_of_the_model_it_draws(config):
+    """Every size printed is a shape of a Whisper built from the config, and the shapes
+    chain: the convolutions halve the frames, the keys per layer are the encoder's output
+    split into heads."""
+    found = texts_by_gid(diagrams.whisper_model(config))
+    model = Whisper(config)
+    mel = torch.zeros(1, config.n_mels, 2 * config.audio_positions)
+    encoded, _ = model.encode(mel)
+    keys, _ = model.cross_memory(encoded)[0]
+    logits = model.decode(torch.zeros(1, 2, dtype=torch.long),
+                          model.cross_memory(encoded)).logits
+
+    def numbers(gid: str) -> list[int]:
+        return [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", found[gid])]
+
+    assert numbers("mel")[:2] == list(mel.shape[1:])
+    assert numbers("audio")[-2:] == list(encoded.shape[1:])
+    assert numbers("memory")[:3] == list(keys.shape[1:])
+    assert numbers("logits")[-1] == logits.shape[-1]
+    assert numbers("encoder") == [config.encoder_layers]
+    assert numbers("decoder") == [config.decoder_layers]
+
+
+def test_whisper_model_refuses_a_config_of_another_kind():
+    with pytest.raises(TypeError, match="config must be an attnbook.whisper.WhisperConfig"):
+        diagrams.whisper_model(SMALL)
 
 
 # ----------------------------------------------------------------------------- decoder_stack

@@ -36,6 +36,8 @@ The drawings use one Axes per panel whose data units are inches of the figure, s
   induction head matches its query against those keys and copies the value it finds.
 - :func:`key_contributions`: one query's output as a sum of one term per key, with each
   key's share of the weight beside its share of the contribution.
+- :func:`whisper_model`: Whisper's encoder and decoder side by side, with the shapes from the
+  sound to the logits, and where cross-attention takes its keys and values.
 - :func:`chapter_map`: which chapter of the book needs which, with reading and exercise
   times (for the teacher's page).
 """
@@ -68,6 +70,7 @@ from .layers import MultiHeadAttention
 from .masks import causal_mask, sliding_window_mask
 from .plots import HEATMAP_CMAP, MASKED_GREY, OKABE_ITO, book_style, legible_text
 from .positions import rope
+from .whisper import Whisper, WhisperConfig
 
 __all__ = [
     "EXAMPLE_CONTRIBUTION_LABELS",
@@ -96,6 +99,7 @@ __all__ = [
     "sequential_vs_parallel",
     "tiled_attention",
     "transformer_block",
+    "whisper_model",
     "window_with_sinks",
 ]
 
@@ -2488,6 +2492,138 @@ def window_with_sinks(length: int = 12, recent: int = 4, sinks: int = 2) -> Figu
                     "evicted", ha="left", va="center", fontsize=9.5,
                     linespacing=1.15).set_gid(f"{gid}-size")
             y_row -= row_h
+    return _check_width(fig)
+
+
+# --------------------------------------------------------------------------- 14. whisper_model
+
+
+def whisper_model(config: WhisperConfig | None = None) -> Figure:
+    """Whisper: the encoder (left) hears the sound, the decoder (right) writes the text.
+
+    Left, bottom to top: the clip (30 s at 16 kHz), its log-mel spectrogram ``(n_mels,
+    2 A)``, two convolutions (the second with stride 2) and the fixed positions, giving
+    ``(A, d_model)``; a frame holding one encoder block (self-attention with no mask, the
+    MLP), repeated ``encoder_layers`` times; the encoder's output, one vector per 20 ms.
+    Right: the token ids ``(T,)``, the embedding and the learned positions; a frame holding
+    one decoder block (causal self-attention with its cache, cross-attention, the MLP),
+    repeated ``decoder_layers`` times; the final norm and the logits, through the
+    embedding table transposed. A thick arrow carries the encoder's output into every
+    cross-attention, labelled with the keys' and values' shape per layer, computed once per
+    clip. Every block is pre-norm, a LayerNorm before each sublayer and a residual addition
+    around it; neither is drawn (a caption should say so).
+
+    Every size printed is read from the tensors of a :class:`attnbook.whisper.Whisper` built
+    from ``config`` on PyTorch's ``meta`` device. Gids: ``mel``, ``audio``, ``encoder``,
+    ``memory``, ``decoder``, ``logits``; the cross-attention box is ``cross-box``.
+
+    Args:
+        config: the model's sizes; ``None`` means tiny.en's.
+
+    Returns:
+        The new figure (one Axes).
+
+    Raises:
+        TypeError: if ``config`` is not a :class:`~attnbook.whisper.WhisperConfig`.
+    """
+    if config is None:
+        config = WhisperConfig()
+    if not isinstance(config, WhisperConfig):
+        raise TypeError(f"config must be an attnbook.whisper.WhisperConfig, got "
+                        f"{type(config).__name__}")
+    with _without_initialisation(), torch.device("meta"):
+        model = Whisper(dataclasses.replace(config, encoder_layers=1, decoder_layers=1))
+    n_mels = model.conv1.weight.shape[1]
+    audio, d_model = model.audio_positions.shape
+    frames = audio * model.conv2.stride[0]
+    heads, d_head = model.decoder[0].cross.num_heads, model.decoder[0].cross.d_head
+    d_ff = model.encoder[0].mlp[0].weight.shape[0]
+    vocab, text_positions = model.embed.weight.shape[0], model.text_positions.shape[0]
+    seconds = frames // 100  # 100 log-mel frames a second
+
+    width, col_w = 9.6, 3.65
+    enc_x, dec_x = 0.2, width - 0.2 - col_w
+    enc_c, dec_c = enc_x + col_w / 2, dec_x + col_w / 2
+    height = 7.8
+    with mpl.rc_context(book_style()):
+        fig = _new_figure(width, height)
+        ax = _panel(fig, 0.0, 0.0, width, height)
+        ax.text(enc_c, height - 0.12, "Encoder: hears the sound", ha="center", va="top",
+                fontsize=12, weight="bold")
+        ax.text(dec_c, height - 0.12, "Decoder: writes the text", ha="center", va="top",
+                fontsize=12, weight="bold")
+
+        def frame(x: float, y: float, h: float, label: str, gid: str) -> None:
+            for offset, face, edge in ((0.14, "#F2F2F2", "#AAAAAA"),
+                                       (0.07, "#F7F7F7", "#999999"),
+                                       (0.0, "#FCFCFC", _EDGE)):
+                _add(ax, FancyBboxPatch((x + offset, y + offset), col_w, h,
+                                        boxstyle="round,pad=0,rounding_size=0.12",
+                                        facecolor=face, edgecolor=edge, linewidth=1.2,
+                                        zorder=0.5))
+            text = ax.text(x + 0.12, y + h - 0.1, label, ha="left", va="top", fontsize=10.5,
+                           weight="bold", zorder=3)
+            text.set_gid(gid)
+
+        inner_x, inner_w = 0.2, col_w - 0.4
+        # The encoder, bottom to top.
+        _box(ax, enc_x, 0.25, col_w, 0.55, f"sound: {seconds} s at 16 kHz\n"
+             f"({seconds * 16000:,} samples)", face=_FILL_IO, fontsize=10)
+        _box(ax, enc_x, 1.15, col_w, 0.6, f"log-mel spectrogram ({n_mels}, {frames}):\n"
+             f"{n_mels} bands, 100 frames a second", face=_FILL_IO, fontsize=10, gid="mel")
+        _box(ax, enc_x, 2.1, col_w, 0.6, f"2 convolutions (the 2nd halves the frames)\n"
+             f"+ fixed positions: ({audio}, {d_model})", face=_FILL_NORM, fontsize=10,
+             gid="audio")
+        enc_frame_y, enc_frame_h = 3.05, 2.55
+        frame(enc_x, enc_frame_y, enc_frame_h, f"encoder block, $\\times$ "
+              f"{config.encoder_layers}", "encoder")
+        _box(ax, enc_x + inner_x, enc_frame_y + 0.3, inner_w, 0.7,
+             f"self-attention, no mask\n{heads} heads of {d_head} over {audio} positions",
+             face=_FILL_ATTENTION, fontsize=9.5)
+        _box(ax, enc_x + inner_x, enc_frame_y + 1.3, inner_w, 0.6,
+             f"MLP: {d_model} $\\to$ {d_ff} $\\to$ {d_model}", face=_FILL_FFN, fontsize=9.5)
+        out_y = enc_frame_y + enc_frame_h + 0.5
+        _box(ax, enc_x, out_y, col_w, 0.6, f"encoder output ({audio}, {d_model}):\n"
+             f"one vector per 20 ms of sound", face=_FILL_CROSS, fontsize=10)
+        for y0, y1 in ((0.8, 1.15), (1.75, 2.1), (2.7, enc_frame_y + 0.3),
+                       (enc_frame_y + 1.0, enc_frame_y + 1.3),
+                       (enc_frame_y + 1.9, out_y)):
+            _arrow(ax, (enc_c, y0), (enc_c, y1))
+
+        # The decoder, bottom to top.
+        _box(ax, dec_x, 0.25, col_w, 0.55, "token ids (T,): the prompt\nand the text so far",
+             face=_FILL_IO, fontsize=10)
+        _box(ax, dec_x, 1.15, col_w, 0.6, f"embedding ({vocab:,} $\\times$ {d_model})\n"
+             f"+ learned positions (up to {text_positions})", face=_FILL_NORM, fontsize=10)
+        dec_frame_y, dec_frame_h = 2.1, 3.95
+        frame(dec_x, dec_frame_y, dec_frame_h, f"decoder block, $\\times$ "
+              f"{config.decoder_layers}", "decoder")
+        self_y, cross_y, mlp_y = dec_frame_y + 0.3, dec_frame_y + 1.35, dec_frame_y + 2.75
+        _box(ax, dec_x + inner_x, self_y, inner_w, 0.7,
+             f"causal self-attention, {heads} heads\nover the text (keys in a cache)",
+             face=_FILL_ATTENTION, fontsize=9.5)
+        _box(ax, dec_x + inner_x, cross_y, inner_w, 0.95,
+             f"cross-attention, no mask\nQ: from the text (T, {d_model})\n"
+             "K, V: from the sound", face=_FILL_CROSS, fontsize=9.5, gid="cross-box")
+        _box(ax, dec_x + inner_x, mlp_y, inner_w, 0.6,
+             f"MLP: {d_model} $\\to$ {d_ff} $\\to$ {d_model}", face=_FILL_FFN, fontsize=9.5)
+        logits_y = dec_frame_y + dec_frame_h + 0.5
+        _box(ax, dec_x, logits_y, col_w, 0.6, f"LayerNorm, embedding transposed:\n"
+             f"logits (T, {vocab:,})", face=_FILL_IO, fontsize=10, gid="logits")
+        for y0, y1 in ((0.8, 1.15), (1.75, self_y), (self_y + 0.7, cross_y),
+                       (cross_y + 0.95, mlp_y), (mlp_y + 0.6, logits_y)):
+            _arrow(ax, (dec_c, y0), (dec_c, y1))
+
+        # The sound's keys and values, into every cross-attention.
+        join_x = dec_x - 0.3
+        start_y, end_y = out_y + 0.3, cross_y + 0.475
+        _path_arrow(ax, [(enc_x + col_w, start_y), (join_x, start_y), (join_x, end_y),
+                         (dec_x + inner_x, end_y)], color="#CC79A7", linewidth=2.4)
+        memory = ax.text((enc_x + col_w + join_x) / 2, (start_y + end_y) / 2 - 0.1,
+                         f"K, V per layer:\n{heads} $\\times$ ({audio}, {d_head}),\n"
+                         f"computed once\nper clip", ha="center", va="center", fontsize=9.5,
+                         color="#A0527F", weight="bold", linespacing=1.3)
+        memory.set_gid("memory")
     return _check_width(fig)
 
 

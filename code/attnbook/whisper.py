@@ -746,6 +746,9 @@ def alignment_cost(maps: Tensor, heads: Sequence[tuple[int, int]], *,
     if width % 2 == 0 or width > maps.shape[-1]:
         raise ValueError(f"filter_width must be odd and at most A={maps.shape[-1]}, got {width}")
     chosen = torch.stack([maps[layer, head] for layer, head in pairs]).double()  # (n, T, A)
+    # Each row renormalised over the A positions given (the clip's, not the padding's): the
+    # softmax the row would have if it could see only those.
+    chosen = chosen / chosen.sum(-1, keepdim=True).clamp_min(1e-30)
     std, mean = torch.std_mean(chosen, dim=-2, keepdim=True, unbiased=False)
     chosen = (chosen - mean) / std.clamp_min(1e-12)
     if width > 1:
