@@ -1,8 +1,9 @@
 """Every chapter executes without error on a numeric set-up other than the build machine's.
 
 The strict book build runs each chapter once, with one thread (``conftest``: the suite gives
-every process it starts one), this machine's vector kernels and its clock. Here every chapter runs again, as a plain notebook (``chapter_runner``), in the
-environment of ``PORTABLE``, which turns three independent knobs at once: sixteen threads, a
+every process it starts one), this machine's vector kernels and its clock. Here every
+chapter runs again, as a plain notebook (``chapter_runner``), in the environment of
+``PORTABLE``, which turns three independent knobs at once: sixteen threads, a
 baseline CPU's kernels, and a clock that reverses the order of measured durations. A
 chapter that asserts an exact float equality, a near-tie, a timing verdict or a
 thread-dependent result fails in it, and the failure names the chapter, the cell (with its

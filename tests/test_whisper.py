@@ -265,7 +265,7 @@ def test_wrong_shapes_and_unknown_heads_are_refused():
     with pytest.raises(ValueError, match="filter_width must be odd"):
         W.alignment_cost(maps, [(0, 0)], filter_width=4)
     with pytest.raises(TypeError, match="words must be"):
-        W.word_times(np.zeros(16000, dtype=np.float32), "two words")
+        W.word_pieces("two words")
 
 
 # -- dynamic time warping ------------------------------------------------------------------
@@ -317,18 +317,38 @@ def test_dtw_refuses_what_is_not_a_cost_matrix(cost, error):
 # -- word times ------------------------------------------------------------------------------
 
 
-def test_word_times_from_the_alignment_heads_beat_layer_0(clip):
+@pytest.fixture(scope="module")
+def clip_maps(clip):
     audio, words = clip
-    said = [w["word"] for w in words]
-    truth = np.array([w["start"] for w in words])
-    found = W.word_times(audio, said)
-    assert [w for w, _, _ in found] == said
-    starts = np.array([s for _, s, _ in found])
-    ends = np.array([e for _, _, e in found])
-    assert (np.diff(starts) >= 0).all() and (ends >= starts).all()
-    error = np.abs(starts - truth).mean()
-    # 0.14 s here: within a third of a second on average, and far better than layer 0.
+    pieces = W.word_pieces([w["word"] for w in words])
+    return W.cross_attention(audio, [i for piece in pieces for i in piece]), pieces
+
+
+def test_cross_attention_keeps_the_clips_positions_and_every_row(clip, clip_maps):
+    maps, pieces = clip_maps
+    count = sum(map(len, pieces))
+    # 17.66 s at 50 positions a second: the 883 positions and the one it starts.
+    assert maps.shape == (4, 6, 2 + count + 1, -(-len(clip[0]) * 50 // 16000))
+    assert bool((maps.sum(-1) <= 1 + 1e-5).all())
+
+
+def test_word_times_from_the_alignment_heads_beat_layer_0(clip, clip_maps):
+    maps, pieces = clip_maps
+    truth = np.array([w["start"] for w in clip[1]])
+    found = W.word_times(maps, pieces)
+    assert found.shape == (len(pieces), 2)
+    assert (np.diff(found[:, 0]) >= 0).all() and (found[:, 1] >= found[:, 0]).all()
+    assert np.array_equal(found[1:, 0], found[:-1, 1])  # exact: one word ends, the next starts
+    error = np.abs(found[:, 0] - truth).mean()
+    # 0.14 s here: within a third of a second on average, and far better than layer 0's.
     assert error < 0.3
-    layer0 = np.abs(np.array([s for _, s, _ in W.word_times(audio, said, [(0, h) for h in
-                                                                          range(6)])]) - truth)
+    layer0 = np.abs(W.word_times(maps, pieces, [(0, h) for h in range(6)])[:, 0] - truth)
     assert layer0.mean() > 4 * error
+
+
+def test_word_times_refuses_maps_of_another_text(clip_maps):
+    maps, pieces = clip_maps
+    with pytest.raises(ValueError, match="maps must have 27 rows"):
+        W.word_times(maps, [*pieces, [50256]])
+    with pytest.raises(ValueError, match=r"heads names \(0, 6\)"):
+        W.word_times(maps, pieces, [(0, 6)])

@@ -56,7 +56,7 @@ __all__ = [
     "AUDIO_POSITIONS_PER_SECOND", "CLIP_SECONDS", "SAMPLE_RATE", "Whisper", "WhisperConfig",
     "WhisperOutput", "WhisperTokenizer", "alignment_cost", "alignment_heads", "cross_attention",
     "dtw", "load_whisper", "log_mel", "read_clip",
-    "read_ctranslate2", "reference_whisper", "transcribe", "word_times",
+    "read_ctranslate2", "reference_whisper", "transcribe", "word_pieces", "word_times",
 ]
 
 #: Samples a second of the sound Whisper hears, and the longest clip it reads at once.
@@ -757,37 +757,49 @@ def alignment_cost(maps: Tensor, heads: Sequence[tuple[int, int]], *,
     return -chosen.mean(0)
 
 
-def word_times(audio: np.ndarray | Tensor, words: Sequence[str],
-               heads: Sequence[tuple[int, int]] | None = None, *,
-               sample_rate: int = SAMPLE_RATE) -> list[tuple[str, float, float]]:
-    """When each of ``words`` is spoken in ``audio``, read from Whisper's cross-attention:
-    ``(word, start, end)`` in seconds.
-
-    The text is the words joined by spaces. The rows of :func:`cross_attention` that
-    predict the text's tokens (the query of the token before each one: the prompt's last
-    token predicts the first word) and the end-of-text token go through
-    :func:`alignment_cost` for ``heads`` (default: :func:`alignment_heads`), then
-    :func:`dtw`. A token starts where the path enters its row and ends where it leaves it;
-    a word spans its tokens.
-    """
+def word_pieces(words: Sequence[str]) -> list[list[int]]:
+    """Each word's token ids, as Whisper reads it after a space (``" word"``)."""
     if isinstance(words, str) or not words or not all(isinstance(w, str) and w.strip()
                                                       and " " not in w for w in words):
         raise TypeError(f"words must be a non-empty list of words without spaces, got "
                         f"{words!r}")
-    model, tokenizer = load_whisper()
-    pairs = _heads(alignment_heads() if heads is None else heads,
-                   model.config.decoder_layers, model.config.num_heads)
-    pieces = [tokenizer.encode(" " + word) for word in words]
-    ids = [i for piece in pieces for i in piece]
-    maps = cross_attention(audio, ids, sample_rate=sample_rate)
+    _, tokenizer = load_whisper()
+    return [tokenizer.encode(" " + word) for word in words]
+
+
+def word_times(maps: Tensor, pieces: Sequence[Sequence[int]],
+               heads: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
+    """When each word starts and ends, ``(words, 2)`` in seconds, read from cross-attention.
+
+    ``maps`` is :func:`cross_attention` of a clip and the words' tokens (``pieces``, from
+    :func:`word_pieces`, joined). The rows that predict the text's tokens, the query of the
+    token before each one (the prompt's last token predicts the first word) and the row
+    that predicts the end of the text, go through :func:`alignment_cost` for ``heads``
+    (default: :func:`alignment_heads`), then :func:`dtw`. A token starts where the path
+    enters its row; a word starts with its first token and ends where the next word starts
+    (the last word, where the end-of-text row starts).
+
+    Raises:
+        ValueError: ``maps`` with another number of rows than the prompt, the tokens and
+            the end-of-text token; an unknown head.
+    """
+    maps = require_tensor("maps", maps)
+    if maps.dim() != 4:
+        raise ValueError(f"maps must have shape (layers, heads, T, A), got {tuple(maps.shape)}")
+    if isinstance(pieces, str) or not pieces or not all(len(p) for p in pieces):
+        raise ValueError("pieces must hold each word's token ids, at least one per word")
+    count = sum(len(piece) for piece in pieces)
+    _, tokenizer = load_whisper()
     first = len(tokenizer.prompt) - 1  # the row that predicts the first text token
-    cost = alignment_cost(maps, pairs)[first:first + len(ids) + 1]
+    if maps.shape[2] != first + count + 2:
+        raise ValueError(f"maps must have {first + count + 2} rows (the prompt's "
+                         f"{first + 1}, the {count} tokens of pieces, the end of text), got "
+                         f"{maps.shape[2]}")
+    pairs = alignment_heads() if heads is None else heads
+    cost = alignment_cost(maps, pairs)[first:first + count + 1]  # (tokens + 1, A)
     path = dtw(cost)
     rows, columns = path[:, 0], path[:, 1]
-    enters = np.searchsorted(rows, np.arange(len(ids) + 1), side="left")
-    seconds = columns[enters] / AUDIO_POSITIONS_PER_SECOND
-    result, token = [], 0
-    for word, piece in zip(words, pieces, strict=True):
-        result.append((word, float(seconds[token]), float(seconds[token + len(piece)])))
-        token += len(piece)
-    return result
+    enters = columns[np.searchsorted(rows, np.arange(count + 1))]  # each row's first column
+    boundaries = np.cumsum([0] + [len(piece) for piece in pieces])  # each word's first token
+    seconds = enters[boundaries] / AUDIO_POSITIONS_PER_SECOND
+    return np.stack([seconds[:-1], seconds[1:]], axis=1)
