@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -51,6 +52,7 @@ from attnbook.checks import (
     check_cached_rope_step,
     check_causal_mask,
     check_copying_score,
+    check_dtw,
     check_evict_one,
     check_masked_softmax,
     check_mean_ablation,
@@ -1589,6 +1591,101 @@ def evict_one_with_masks(received, positions, recent, sinks):
     return positions[index]
 
 
+
+# ------------------------------------------------------------------------- whisper: my_dtw
+
+
+def _dtw_table(cost, moves=((1, 1), (1, 0), (0, 1)), free_start=False):
+    """The cheapest cost of a path ending at each cell, with the moves given."""
+    cost = np.asarray(cost, dtype=float)
+    n, m = cost.shape
+    total = np.full((n, m), np.inf)
+    for i in range(n):
+        for j in range(m):
+            before = [total[i - a, j - b] for a, b in moves if i - a >= 0 and j - b >= 0]
+            start = 0.0 if (i, j) == (0, 0) or (free_start and i == 0) else np.inf
+            total[i, j] = cost[i, j] + min(before + [start])
+    return total
+
+
+def _walk_back(total, moves=((1, 1), (1, 0), (0, 1)), stop=lambda i, j: (i, j) == (0, 0)):
+    n, m = total.shape
+    path = [(n - 1, m - 1)]
+    while not stop(*path[-1]):
+        i, j = path[-1]
+        options = [(i - a, j - b) for a, b in moves if i - a >= 0 and j - b >= 0]
+        if not options:
+            break
+        path.append(min(options, key=lambda cell: total[cell]))
+    return path
+
+
+def dtw_by_recursion(cost):
+    """Right: the cheapest path to each cell by memoised recursion."""
+    import functools
+
+    cost = np.asarray(cost, dtype=float)
+
+    @functools.cache
+    def best(i, j):
+        if (i, j) == (0, 0):
+            return cost[0, 0], ((0, 0),)
+        options = [best(i - a, j - b) for a, b in ((1, 1), (1, 0), (0, 1))
+                   if i - a >= 0 and j - b >= 0]
+        total, path = min(options, key=lambda option: option[0])
+        return total + cost[i, j], (*path, (i, j))
+
+    return list(best(cost.shape[0] - 1, cost.shape[1] - 1)[1])
+
+
+def dtw_as_an_array(cost):
+    """Right: the path as a NumPy array (k, 2)."""
+    return np.array(_walk_back(_dtw_table(cost))[::-1])
+
+
+def dtw_reversed(cost):
+    return _walk_back(_dtw_table(cost))  # from the last cell back, not reversed
+
+
+def dtw_greedy(cost):
+    """Steps forward to the cheapest next cell, never looking further."""
+    cost = np.asarray(cost, dtype=float)
+    n, m = cost.shape
+    path = [(0, 0)]
+    while path[-1] != (n - 1, m - 1):
+        i, j = path[-1]
+        options = [(i + a, j + b) for a, b in ((1, 1), (1, 0), (0, 1))
+                   if i + a < n and j + b < m]
+        path.append(min(options, key=lambda cell: cost[cell]))
+    return path
+
+
+def dtw_without_the_step_down(cost):
+    """The table fills from the diagonal and the left only; walking back, the step up too."""
+    total = _dtw_table(cost, moves=((1, 1), (0, 1)))
+    return _walk_back(total)[::-1]
+
+
+def dtw_starting_anywhere(cost):
+    """A path may start anywhere in the first row (subsequence DTW)."""
+    total = _dtw_table(cost, free_start=True)
+    return _walk_back(total, stop=lambda i, j: i == 0 and (j == 0 or total[0, j] ==
+                                                            cost[0][j]))[::-1]
+
+
+def dtw_one_cell_per_row(cost):
+    """Keeps only the cell where the path enters each row: steps that skip cells."""
+    path = _walk_back(_dtw_table(cost))[::-1]
+    kept = [path[0]] + [cell for before, cell in zip(path, path[1:], strict=False)
+                        if cell[0] != before[0]]
+    return kept if kept[-1] == path[-1] else [*kept, path[-1]]
+
+
+def dtw_most_expensive(cost):
+    """Takes the largest predecessor instead of the smallest."""
+    return dtw_by_recursion(-np.asarray(cost, dtype=float))
+
+
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
@@ -1638,6 +1735,8 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
         quantize_keys(keys, bits, group)[0], torch.tensor(quantize_keys(keys, bits,
                                                                         group)[1])),)),
     (check_evict_one, (evict_one_with_masks,)),
+    (check_dtw, (dtw_by_recursion,)),
+    (check_dtw, (dtw_as_an_array,)),
 ]
 
 
@@ -1697,6 +1796,7 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
     "cache-budget-ex1": ("cache_budget", "cache-budget", check_quantize_keys,
                          ("quantize_keys",)),
     "cache-budget-ex3": ("cache_budget", "cache-budget", check_evict_one, ("evict_one",)),
+    "whisper-ex1": ("whisper", "whisper", check_dtw, ("my_dtw",)),
 }
 
 
@@ -1881,6 +1981,7 @@ def evict_the_most_attended(received, positions, recent, sinks):
 def evict_returning_the_index(received, positions, recent, sinks):
     newest = int(positions[-1])
     return _least(received, positions, lambda p: p >= sinks and newest - p >= recent)
+
 
 
 WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
@@ -2499,6 +2600,18 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["check 1", "evicted 2, expected position 1", "evict the least attended"]),
     ("eviction returning an index", check_evict_one, (evict_returning_the_index,),
      ["check 4", "evicted 3, expected position 6", "positions[3] = 6"]),
+    ("dtw path reversed", check_dtw, (dtw_reversed,),
+     ["check 1", "runs from (1, 2) back to (0, 0)", "reverse it"]),
+    ("dtw greedy", check_dtw, (dtw_greedy,),
+     ["but a path costing", "total[i, j] = cost[i, j] + min("]),
+    ("dtw without the step down", check_dtw, (dtw_without_the_step_down,),
+     ["check 2", "but a path costing 3.898 exists", "all three predecessors"]),
+    ("dtw starting anywhere", check_dtw, (dtw_starting_anywhere,),
+     ["the path starts at", "pins both ends"]),
+    ("dtw one cell per row", check_dtw, (dtw_one_cell_per_row,),
+     ["the path skips a cell", "one row down, one column right, or both"]),
+    ("dtw most expensive", check_dtw, (dtw_most_expensive,),
+     ["check 1", "but a path costing 0 exists", "total[i, j] = cost[i, j] + min("]),
 ]
 
 
@@ -2539,7 +2652,7 @@ READER_CALLS = [
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
     (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
     (check_padded_causal_mask, 2), (check_peeks_ahead, 2), (check_quantize_keys, 3),
-    (check_evict_one, 4),
+    (check_evict_one, 4), (check_dtw, 1),
 ]
 
 
@@ -2700,6 +2813,7 @@ def test_the_reader_gets_fresh_copies():
     (check_peeks_ahead, "peeks_fn"),
     (check_quantize_keys, "quantize_fn"),
     (check_evict_one, "evict_fn"),
+    (check_dtw, "dtw_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):

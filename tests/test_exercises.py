@@ -96,6 +96,9 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
         "quantize_keys": lambda m: m.quantize_keys(torch.randn(8, 2), 2, 4),
         "evict_one": lambda m: m.evict_one(torch.rand(4), torch.arange(4), 1, 1),
     }),
+    "whisper": ("whisper", "whisper-ex1", {
+        "my_dtw": lambda m: m.my_dtw(torch.rand(2, 3).numpy()),
+    }),
 }
 
 

@@ -352,3 +352,19 @@ def test_word_times_refuses_maps_of_another_text(clip_maps):
         W.word_times(maps, [*pieces, [50256]])
     with pytest.raises(ValueError, match=r"heads names \(0, 6\)"):
         W.word_times(maps, pieces, [(0, 6)])
+
+
+def test_word_times_reads_the_rows_that_predict():
+    """Row r of a synthetic map attends to positions 10 r to 10 r + 9 alone. The first text
+    token is predicted by row 1 (the prompt's last token), so word i starts at 10 (i + 1);
+    reading the input rows (one late) would give 10 (i + 2)."""
+    count, positions = 6, 100
+    rows = 2 + count + 1
+    maps = torch.full((4, 6, rows, positions), 1e-4)
+    for r in range(rows):
+        maps[:, :, r, 10 * r:10 * r + 10] = 1.0
+    maps = maps / maps.sum(-1, keepdim=True)
+    found = W.word_times(maps, [[7]] * count, [(3, 0)])
+    # Word 0 starts where the path does, at position 0; the others where their row does.
+    expected = np.array([0] + [10 * (i + 1) for i in range(1, count)]) / 50
+    assert np.array_equal(found[:, 0], expected)  # exact: positions over 50

@@ -1,0 +1,1 @@
+"""Exercises of the chapter `whisper`: your code is in solution.py."""
