@@ -53,11 +53,12 @@ def test_reader_gives_back_every_tensor_with_its_shape_dtype_and_values(tmp_path
     assert aliases == {"b/weight": "a/weight"}
 
 
-@pytest.mark.parametrize("damage", ["truncated", "trailing", "old", "dtype"])
+@pytest.mark.parametrize("damage", ["truncated", "trailing", "old", "new", "dtype", "size"])
 def test_reader_refuses_a_damaged_file_naming_it(tmp_path, damage):
     good = _ct2({"w": np.ones((2, 2), dtype="<f4")}, {})
     data = {"truncated": good[:-9], "trailing": good + b"\0\0",
-            "old": struct.pack("<I", 3) + good[4:],
+            "old": struct.pack("<I", 3) + good[4:], "new": struct.pack("<I", 7) + good[4:],
+            "size": good.replace(struct.pack("<BI", 0, 16), struct.pack("<BI", 0, 12))[:-4],
             "dtype": good.replace(struct.pack("<BI", 0, 16), struct.pack("<BI", 9, 16))}[damage]
     path = tmp_path / "model.bin"
     path.write_bytes(data)
@@ -160,8 +161,9 @@ def test_decoding_with_the_caches_equals_recomputing(runs):
 def test_transcribing_computes_the_cross_keys_and_values_once(clip):
     model, _ = W.load_whisper()
     calls = {"cross": 0, "encoder": 0, "self": 0}
-    hooks = [block.cross.k_proj.register_forward_hook(
-        lambda *_: calls.__setitem__("cross", calls["cross"] + 1)) for block in model.decoder]
+    hooks = [projection.register_forward_hook(
+        lambda *_: calls.__setitem__("cross", calls["cross"] + 1))
+        for block in model.decoder for projection in (block.cross.k_proj, block.cross.v_proj)]
     hooks.append(model.conv1.register_forward_hook(
         lambda *_: calls.__setitem__("encoder", calls["encoder"] + 1)))
     hooks.append(model.decoder[0].attn.k_proj.register_forward_hook(
@@ -172,7 +174,7 @@ def test_transcribing_computes_the_cross_keys_and_values_once(clip):
         for hook in hooks:
             hook.remove()
     assert calls["encoder"] == 1
-    assert calls["cross"] == 4, "one cross-attention key projection per layer, per clip"
+    assert calls["cross"] == 8, "one key and one value projection per layer, per clip"
     # Self-attention: the prompt once, then one call per written token and the end token.
     assert calls["self"] == len(written) + 1
     heard = [w.strip(",.'").lower() for w in text.split()]
@@ -253,6 +255,8 @@ def test_wrong_shapes_and_unknown_heads_are_refused():
         model.decode(torch.zeros(1, 3), memory)
     with pytest.raises(ValueError, match="memory must hold one"):
         model.decode(torch.zeros(1, 3, dtype=torch.long), memory[:2])
+    with pytest.raises(ValueError, match=r"memory must hold \(keys, values\) of shape"):
+        model.decode(torch.zeros(1, 3, dtype=torch.long), [(torch.zeros(1, 6, 10, 32),) * 2] * 4)
     with pytest.raises(ValueError, match="beyond the decoder's 448"):
         model.decode(torch.zeros(1, 449, dtype=torch.long), memory)
     maps = torch.rand(4, 6, 5, 20)
@@ -306,6 +310,12 @@ def test_dtw_follows_a_cheap_diagonal_and_takes_tensors():
                                         (3, 7)]
 
 
+def test_dtw_breaks_ties_for_the_diagonal_then_the_step_down():
+    assert [tuple(p) for p in W.dtw(np.zeros((2, 2)))] == [(0, 0), (1, 1)]
+    assert [tuple(p) for p in W.dtw(np.zeros((3, 2)))] == [(0, 0), (1, 0), (2, 1)]
+    assert [tuple(p) for p in W.dtw(np.zeros((2, 3)))] == [(0, 0), (0, 1), (1, 2)]
+
+
 @pytest.mark.parametrize("cost, error", [([[1.0]], TypeError), (np.zeros(3), ValueError),
                                          (np.zeros((0, 3)), ValueError),
                                          (np.array([[np.nan]]), ValueError)])
@@ -324,12 +334,48 @@ def clip_maps(clip):
     return W.cross_attention(audio, [i for piece in pieces for i in piece]), pieces
 
 
-def test_cross_attention_keeps_the_clips_positions_and_every_row(clip, clip_maps):
+def test_cross_attention_is_the_decoders_weights_on_the_clips_positions(clip, clip_maps,
+                                                                        runs):
+    """The rows of the prompt, the words and the end of text, over the clip's whole log-mel
+    frames halved (17.66 s: 1,766 frames, 883 positions), as Whisper's code keeps them."""
     maps, pieces = clip_maps
     count = sum(map(len, pieces))
-    # 17.66 s at 50 positions a second: the 883 positions and the one it starts.
-    assert maps.shape == (4, 6, 2 + count + 1, -(-len(clip[0]) * 50 // 16000))
-    assert bool((maps.sum(-1) <= 1 + 1e-5).all())
+    assert maps.shape == (4, 6, 2 + count + 1, len(clip[0]) // 160 // 2) == (4, 6, 26, 883)
+    expected = torch.stack(runs["ours"].cross_weights)[:, 0, :, :, :883]
+    torch.testing.assert_close(maps, expected, atol=1e-5, rtol=0)  # float32, 8 layers
+
+
+def _reference_cost(maps: np.ndarray, heads, width: int) -> np.ndarray:
+    """Whisper's recipe, written out with NumPy loops: renormalise each row over the
+    positions, standardise each position across the rows, running median (reflected
+    edges), mean over the heads, negated."""
+    out = []
+    for layer, head in heads:
+        m = maps[layer, head].astype(np.float64)
+        m = m / m.sum(axis=1, keepdims=True)
+        m = (m - m.mean(axis=0)) / m.std(axis=0)
+        half = width // 2
+        padded = np.concatenate([m[:, 1:half + 1][:, ::-1], m, m[:, -half - 1:-1][:, ::-1]],
+                                axis=1)
+        m = np.array([[np.median(padded[r, c:c + width]) for c in range(m.shape[1])]
+                      for r in range(m.shape[0])])
+        out.append(m)
+    return -np.mean(out, axis=0)
+
+
+@pytest.mark.parametrize("width", [1, 3, 7])
+def test_alignment_cost_is_whispers_recipe(width):
+    rng = np.random.default_rng(width)
+    maps = rng.random((2, 3, 5, 12)) ** 3
+    heads = [(1, 0), (0, 2), (1, 2)]
+    got = W.alignment_cost(torch.from_numpy(maps), heads, filter_width=width)
+    np.testing.assert_allclose(got.numpy(), _reference_cost(maps, heads, width), atol=1e-12)
+    # Renormalised: a row scaled by any constant (attention lost to the padding) gives
+    # the same cost.
+    scaled = maps * rng.uniform(0.1, 1.0, size=(2, 3, 5, 1))
+    np.testing.assert_allclose(
+        W.alignment_cost(torch.from_numpy(scaled), heads, filter_width=width).numpy(),
+        got.numpy(), atol=1e-9)
 
 
 def test_word_times_from_the_alignment_heads_beat_layer_0(clip, clip_maps):

@@ -71,6 +71,8 @@ _HELP = (f"Install it with `pip install {_PACKAGE}==0.1.0` (MIT; `make book` doe
 #: CTranslate2's data type codes, as the ``dtype`` numpy reads them in.
 _CT2_DTYPES = {0: "<f4", 1: "<i1", 2: "<i2", 3: "<i4", 4: "<f2"}
 _DATA = Path(__file__).resolve().parent / "data"
+#: Samples between two log-mel frames (10 ms at 16 kHz).
+_HOP = 160
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,15 @@ class Whisper(nn.Module):
         if len(memory) != len(self.decoder):
             raise ValueError(f"memory must hold one (keys, values) pair per decoder layer "
                              f"({len(self.decoder)}), got {len(memory)}")
+        c = self.config
+        for pair in memory:
+            shapes = [tuple(t.shape) for t in pair]
+            if (len(shapes) != 2 or shapes[0] != shapes[1] or len(shapes[0]) != 4
+                    or shapes[0][0] != ids.shape[0]
+                    or shapes[0][1::2] != (c.num_heads, c.d_model // c.num_heads)):
+                raise ValueError(f"memory must hold (keys, values) of shape (B={ids.shape[0]}, "
+                                 f"{c.num_heads}, A, {c.d_model // c.num_heads}) per layer, "
+                                 f"as cross_memory returns; got {shapes}")
         if caches is not None and len(caches) != len(self.decoder):
             raise ValueError(f"caches must hold one KVCache per decoder layer "
                              f"({len(self.decoder)}), got {len(caches)}")
@@ -253,7 +264,7 @@ class Whisper(nn.Module):
 def read_ctranslate2(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The named tensors of a CTranslate2 ``model.bin``, and its aliases.
 
-    The format (binary version 6): a header (version, the spec's name, its revision), the
+    The format (binary versions 5 and 6): a header (version, the spec's name, its revision), the
     number of tensors, then each tensor's name, rank, shape, data type code and byte count
     followed by its bytes; then the aliases, pairs of names. Strings are a 16-bit length
     then the bytes, ending in a zero byte; numbers are little-endian.
@@ -279,8 +290,8 @@ def read_ctranslate2(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], di
 
     try:
         version = number("<I")
-        if version < 5:
-            raise ValueError(f"binary version {version}; this reads 5 and later")
+        if version not in (5, 6):
+            raise ValueError(f"binary version {version}; this reads versions 5 and 6")
         string()  # the spec's name, e.g. WhisperSpec
         number("<I")  # the spec's revision
         tensors = {}
@@ -289,9 +300,13 @@ def read_ctranslate2(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], di
             shape = tuple(number("<I") for _ in range(number("<B")))
             code, size = number("<B"), number("<I")
             if code not in _CT2_DTYPES:
-                raise ValueError(f"tensor {name} has data type code {code}")
-            array = np.frombuffer(data, dtype=_CT2_DTYPES[code], count=size //
-                                  np.dtype(_CT2_DTYPES[code]).itemsize, offset=offset)
+                raise ValueError(f"tensor {name} has data type code {code} (this reads "
+                                 f"float32, float16 and integers, not bfloat16)")
+            itemsize = np.dtype(_CT2_DTYPES[code]).itemsize
+            if size != itemsize * int(np.prod(shape, dtype=np.int64)):
+                raise ValueError(f"tensor {name} of shape {shape} has {size} bytes")
+            array = np.frombuffer(data, dtype=_CT2_DTYPES[code], count=size // itemsize,
+                                  offset=offset)
             tensors[name] = array.reshape(shape)
             offset += size
         aliases = {string(): string() for _ in range(number("<I"))}
@@ -323,7 +338,7 @@ def _state_from_ctranslate2(tensors: Mapping[str, np.ndarray],
     projections are split: self-attention's query-key-value in three, cross-attention's
     key-value in two (the key rows' bias is zero: Whisper's keys have none)."""
     def get(name: str) -> Tensor:
-        return torch.from_numpy(np.asarray(tensors[name], dtype=np.float32))
+        return torch.from_numpy(np.array(tensors[name], dtype=np.float32))  # a copy
 
     def linear(state: dict, mine: str, theirs: str) -> None:
         state[f"{mine}.weight"], state[f"{mine}.bias"] = get(f"{theirs}/weight"), \
@@ -511,7 +526,7 @@ def reference_whisper() -> Any:
     tensors, _ = read_ctranslate2(_model_files()[0] / "model.bin")
 
     def get(name: str) -> Tensor:
-        return torch.from_numpy(np.asarray(tensors[name], dtype=np.float32))
+        return torch.from_numpy(np.array(tensors[name], dtype=np.float32))  # a copy
 
     theirs: dict[str, Tensor] = {"proj_out.weight": get("decoder/embeddings/weight"),
                                  "model.decoder.embed_tokens.weight":
@@ -720,14 +735,16 @@ def cross_attention(audio: np.ndarray | Tensor, ids: Sequence[int], *,
     """Every decoder layer's cross-attention while Whisper reads ``ids`` about ``audio``:
     ``(layers, heads, T, A)``, with ``T = len(prompt) + len(ids) + 1`` rows (the prompt, the
     text, the end-of-text token; row ``t`` is the query of input ``t``, which predicts token
-    ``t + 1``) and ``A`` audio positions, only those the clip covers (50 a second)."""
+    ``t + 1``) and ``A`` audio positions, only those the clip covers (50 a second: its
+    whole log-mel frames, halved, as in Whisper's code)."""
     model, tokenizer = load_whisper()
     samples = _audio(audio, sample_rate)
     ids = [require_int("ids", i, minimum=0) for i in ids]
     encoded, _ = model.encode(log_mel(samples))
     full = torch.tensor([tokenizer.prompt + ids + [tokenizer.end]])
     maps = model.decode(full, model.cross_memory(encoded), return_weights=True).cross_weights
-    positions = -(-len(samples) * AUDIO_POSITIONS_PER_SECOND // SAMPLE_RATE)
+    # As Whisper's code: the whole log-mel frames of the clip (one per 160 samples), halved.
+    positions = max(1, len(samples) // (2 * _HOP))
     return torch.stack(maps)[:, 0, :, :, :positions]
 
 
