@@ -34,7 +34,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,16 +208,25 @@ def _convert_smollm2(gguf: str, folder: str) -> None:
     except Exception as error:  # a truncated or corrupt file fails in many ways
         raise OSError(f"could not read the SmolLM2 model file {gguf} ({error}). "
                       + _SMOLLM2_HELP) from error
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".converting-", dir=parent)
-    try:
+    with _new_folder(folder) as scratch:
         save_model(model, os.path.join(scratch, "model.safetensors"))
         config = model.config.to_dict()
         config.pop("quantization_config", None)
         with open(os.path.join(scratch, "config.json"), "w", encoding="utf-8") as file:
             json.dump(config, file, indent=1)
         tokenizer.save_pretrained(scratch)
+
+
+@contextlib.contextmanager
+def _new_folder(folder: str) -> Iterator[str]:
+    """A scratch folder beside ``folder`` to write into, renamed to ``folder`` when the block
+    ends without an error, so a half-written cache never exists; if another process
+    finished the same folder first, its copy is kept and this one dropped."""
+    parent = os.path.dirname(folder)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".converting-", dir=parent)
+    try:
+        yield scratch
         try:
             os.rename(scratch, folder)
         except OSError:

@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import struct
-import tempfile
 import wave
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from ._validate import require_int, require_tensor
 from .attention import attention
 from .efficient import KVCache
 from .layers import MultiHeadAttention
-from .pretrained import _exclusive, model_cache_dir
+from .pretrained import _exclusive, _new_folder, model_cache_dir
 
 __all__ = [
     "AUDIO_POSITIONS_PER_SECOND", "CLIP_SECONDS", "SAMPLE_RATE", "Whisper", "WhisperConfig",
@@ -358,8 +357,8 @@ def _state_from_ctranslate2(tensors: Mapping[str, np.ndarray],
     linear(state, "conv1", "encoder/conv1")
     linear(state, "conv2", "encoder/conv2")
     state["audio_positions"] = get("encoder/position_encodings/encodings")
-    for i in range(config.encoder_layers):
-        mine, theirs = f"encoder.{i}", f"encoder/layer_{i}"
+    def self_attention_and_mlp(mine: str, theirs: str) -> None:
+        """What encoder and decoder blocks share: the self-attention and the MLP."""
         norm(state, f"{mine}.attn_norm", f"{theirs}/self_attention/layer_norm")
         split(state, f"{mine}.attn", ("q_proj", "k_proj", "v_proj"),
               f"{theirs}/self_attention/linear_0")
@@ -367,22 +366,19 @@ def _state_from_ctranslate2(tensors: Mapping[str, np.ndarray],
         norm(state, f"{mine}.mlp_norm", f"{theirs}/ffn/layer_norm")
         linear(state, f"{mine}.mlp.0", f"{theirs}/ffn/linear_0")
         linear(state, f"{mine}.mlp.2", f"{theirs}/ffn/linear_1")
+
+    for i in range(config.encoder_layers):
+        self_attention_and_mlp(f"encoder.{i}", f"encoder/layer_{i}")
     norm(state, "encoder_norm", "encoder/layer_norm")
     state["embed.weight"] = get("decoder/embeddings/weight")
     state["text_positions"] = get("decoder/position_encodings/encodings")
     for i in range(config.decoder_layers):
         mine, theirs = f"decoder.{i}", f"decoder/layer_{i}"
-        norm(state, f"{mine}.attn_norm", f"{theirs}/self_attention/layer_norm")
-        split(state, f"{mine}.attn", ("q_proj", "k_proj", "v_proj"),
-              f"{theirs}/self_attention/linear_0")
-        linear(state, f"{mine}.attn.out_proj", f"{theirs}/self_attention/linear_1")
+        self_attention_and_mlp(mine, theirs)
         norm(state, f"{mine}.cross_norm", f"{theirs}/attention/layer_norm")
         linear(state, f"{mine}.cross.q_proj", f"{theirs}/attention/linear_0")
         split(state, f"{mine}.cross", ("k_proj", "v_proj"), f"{theirs}/attention/linear_1")
         linear(state, f"{mine}.cross.out_proj", f"{theirs}/attention/linear_2")
-        norm(state, f"{mine}.mlp_norm", f"{theirs}/ffn/layer_norm")
-        linear(state, f"{mine}.mlp.0", f"{theirs}/ffn/linear_0")
-        linear(state, f"{mine}.mlp.2", f"{theirs}/ffn/linear_1")
     norm(state, "decoder_norm", "decoder/layer_norm")
     return state
 
@@ -407,10 +403,7 @@ def _convert(source: Path, folder: str) -> None:
         text_positions=tensors["decoder/position_encodings/encodings"].shape[0])
     state = _state_from_ctranslate2(tensors, config)
     extra = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    parent = os.path.dirname(folder)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".converting-", dir=parent)
-    try:
+    with _new_folder(folder) as scratch:
         save_file({name: t.contiguous() for name, t in state.items()},
                   os.path.join(scratch, "model.safetensors"))
         record = {"sizes": config.__dict__, "alignment_heads": extra["alignment_heads"],
@@ -419,13 +412,6 @@ def _convert(source: Path, folder: str) -> None:
         with open(os.path.join(scratch, "config.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=1)
         shutil.copy(source / "tokenizer.json", os.path.join(scratch, "tokenizer.json"))
-        try:
-            os.rename(scratch, folder)
-        except OSError:
-            if not os.path.isdir(folder):  # not another process that finished first
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class WhisperTokenizer:
