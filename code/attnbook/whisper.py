@@ -554,10 +554,7 @@ def reference_whisper() -> Any:
             for fc, linear in (("fc1", "linear_0"), ("fc2", "linear_1")):
                 for kind in ("weight", "bias"):
                     theirs[f"{hf}.{fc}.{kind}"] = get(f"{ct}/ffn/{linear}/{kind}")
-    missing, unexpected = reference.load_state_dict(theirs, strict=False)
-    if missing or unexpected:
-        raise RuntimeError(f"transformers' Whisper did not take the weights: missing "
-                           f"{missing}, unexpected {unexpected}")
+    reference.load_state_dict(theirs, strict=True)  # every parameter, no other name
     return reference.eval()
 
 
