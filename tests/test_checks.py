@@ -40,6 +40,7 @@ from exercise_solutions.pytorch_implementation import MySimpleAttention
 from exercise_solutions.scaling import my_softmax
 from exercise_solutions.static_embeddings import nearest_by_cosine
 from exercise_solutions.training_attention import repeat_pattern
+from exercise_solutions.whisper import my_cross_steps
 from test_positions import papers_get_slopes
 from torch import nn
 
@@ -52,6 +53,7 @@ from attnbook.checks import (
     check_cached_rope_step,
     check_causal_mask,
     check_copying_score,
+    check_cross_attention_steps,
     check_dtw,
     check_evict_one,
     check_masked_softmax,
@@ -1686,6 +1688,74 @@ def dtw_most_expensive(cost):
     return dtw_by_recursion(-np.asarray(cost, dtype=float))
 
 
+# --------------------------------------------------------- whisper: my_cross_steps
+
+
+def _cross_step_parts(cross, sound):
+    """The sound's keys and values, split into heads by the layer's own helper."""
+    return cross.split_heads(cross.k_proj(sound)), cross.split_heads(cross.v_proj(sound))
+
+
+def cross_steps_with_sdpa(cross, sound, text):
+    """Right: the layer's split and merge around PyTorch's fused kernel, no mask."""
+    keys, values = _cross_step_parts(cross, sound)
+    outputs = []
+    for t in range(text.shape[1]):
+        q = cross.split_heads(cross.q_proj(text[:, t:t + 1]))
+        out = torch.nn.functional.scaled_dot_product_attention(q, keys, values)
+        outputs.append(cross.out_proj(cross.merge_heads(out)))
+    return torch.stack([o[:, 0] for o in outputs], dim=1)
+
+
+def cross_steps_calling_the_layer(cross, sound, text):
+    """Wrong: the whole layer at each step projects the sound again."""
+    return torch.cat([cross(text[:, t:t + 1], sound).output for t in range(text.shape[1])],
+                     dim=1)
+
+
+def cross_steps_from_the_text(cross, sound, text):
+    """Wrong: keys and values of the text so far, as self-attention has them."""
+    outputs = []
+    for t in range(text.shape[1]):
+        so_far = text[:, :t + 1]
+        keys, values = _cross_step_parts(cross, so_far)
+        q = cross.split_heads(cross.q_proj(text[:, t:t + 1]))
+        out = torch.nn.functional.scaled_dot_product_attention(q, keys, values)
+        outputs.append(cross.out_proj(cross.merge_heads(out)))
+    return torch.cat(outputs, dim=1)
+
+
+def cross_steps_all_at_once(cross, sound, text):
+    """Wrong for this exercise: every text position projected in one call."""
+    keys, values = _cross_step_parts(cross, sound)
+    q = cross.split_heads(cross.q_proj(text))
+    out = torch.nn.functional.scaled_dot_product_attention(q, keys, values)
+    return cross.out_proj(cross.merge_heads(out))
+
+
+def cross_steps_is_causal(cross, sound, text):
+    """Wrong: SDPA's causal mask, aligned top-left, shows one query the first position."""
+    keys, values = _cross_step_parts(cross, sound)
+    outputs = []
+    for t in range(text.shape[1]):
+        q = cross.split_heads(cross.q_proj(text[:, t:t + 1]))
+        out = torch.nn.functional.scaled_dot_product_attention(q, keys, values,
+                                                               is_causal=True)
+        outputs.append(cross.out_proj(cross.merge_heads(out)))
+    return torch.cat(outputs, dim=1)
+
+
+def cross_steps_unscaled(cross, sound, text):
+    """Wrong: no 1/sqrt(d_head)."""
+    keys, values = _cross_step_parts(cross, sound)
+    outputs = []
+    for t in range(text.shape[1]):
+        q = cross.split_heads(cross.q_proj(text[:, t:t + 1]))
+        weights = torch.softmax(q @ keys.transpose(-2, -1), dim=-1)
+        outputs.append(cross.out_proj(cross.merge_heads(weights @ values)))
+    return torch.cat(outputs, dim=1)
+
+
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
@@ -1737,6 +1807,8 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
     (check_evict_one, (evict_one_with_masks,)),
     (check_dtw, (dtw_by_recursion,)),
     (check_dtw, (dtw_as_an_array,)),
+    (check_cross_attention_steps, (cross_steps_with_sdpa,)),
+    (check_cross_attention_steps, (my_cross_steps,)),
 ]
 
 
@@ -1797,6 +1869,7 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
                          ("quantize_keys",)),
     "cache-budget-ex3": ("cache_budget", "cache-budget", check_evict_one, ("evict_one",)),
     "whisper-ex1": ("whisper", "whisper", check_dtw, ("my_dtw",)),
+    "whisper-ex4": ("whisper", "whisper", check_cross_attention_steps, ("my_cross_steps",)),
 }
 
 
@@ -2612,6 +2685,17 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["the path skips a cell", "one row down, one column right, or both"]),
     ("dtw most expensive", check_dtw, (dtw_most_expensive,),
      ["check 1", "but a path costing 0 exists", "total[i, j] = cost[i, j] + min("]),
+    ("cross steps calling the layer", check_cross_attention_steps,
+     (cross_steps_calling_the_layer,),
+     ["check 1", "cross.k_proj projected the sound 3 times for 3 steps", "once, before the"]),
+    ("cross steps from the text", check_cross_attention_steps, (cross_steps_from_the_text,),
+     ["cross.k_proj was given the text, shape (1, 1, 8)", "come from the sound"]),
+    ("cross steps all at once", check_cross_attention_steps, (cross_steps_all_at_once,),
+     ["cross.q_proj ran on [3] text positions", "one new text position a step"]),
+    ("cross steps is_causal", check_cross_attention_steps, (cross_steps_is_causal,),
+     ["check 1", "wrong values in the output", "aligns its mask top-left"]),
+    ("cross steps unscaled", check_cross_attention_steps, (cross_steps_unscaled,),
+     ["check 1", "wrong values in the output", "the scores are not scaled"]),
 ]
 
 
@@ -2652,7 +2736,7 @@ READER_CALLS = [
     (check_cache_bytes_per_token, 2), (check_cached_rope_step, 5), (check_window_mask, 3),
     (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
     (check_padded_causal_mask, 2), (check_peeks_ahead, 2), (check_quantize_keys, 3),
-    (check_evict_one, 4), (check_dtw, 1),
+    (check_evict_one, 4), (check_dtw, 1), (check_cross_attention_steps, 1),
 ]
 
 
@@ -2814,6 +2898,7 @@ def test_the_reader_gets_fresh_copies():
     (check_quantize_keys, "quantize_fn"),
     (check_evict_one, "evict_fn"),
     (check_dtw, "dtw_fn"),
+    (check_cross_attention_steps, "steps_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):

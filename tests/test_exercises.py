@@ -26,6 +26,7 @@ from torch import nn
 from attnbook.decoder import DecoderConfig
 from attnbook.efficient import KVCache
 from attnbook.grade import FolderReport, grade
+from attnbook.layers import MultiHeadAttention
 from attnbook.masks import causal_mask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,8 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
     }),
     "whisper": ("whisper", "whisper-ex1", {
         "my_dtw": lambda m: m.my_dtw(torch.rand(2, 3).numpy()),
+        "my_cross_steps": lambda m: m.my_cross_steps(
+            MultiHeadAttention(8, 2), torch.randn(1, 6, 8), torch.randn(1, 3, 8)),
     }),
 }
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attnbook import whisper as W
+from attnbook.layers import MultiHeadAttention
 
 # -- the CTranslate2 reader, on files written here -------------------------------------------
 
@@ -270,6 +271,42 @@ def test_wrong_shapes_and_unknown_heads_are_refused():
         W.alignment_cost(maps, [(0, 0)], filter_width=4)
     with pytest.raises(TypeError, match="words must be"):
         W.word_pieces("two words")
+
+
+# -- cross-attention with the sound's keys and values computed once --------------------------
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2)])
+def test_cross_attend_is_the_layer_attending_from_the_text_to_the_sound(heads, kv_heads):
+    torch.manual_seed(0)
+    cross = MultiHeadAttention(16, heads, num_kv_heads=kv_heads)
+    sound, text = torch.randn(2, 9, 16), torch.randn(2, 5, 16)
+    memory = W.cross_keys_values(cross, sound)
+    assert [tuple(t.shape) for t in memory] == [(2, kv_heads, 9, 16 // heads)] * 2
+    out, weights = W.cross_attend(cross, text, memory, return_weights=True)
+    expected, expected_weights = cross(text, sound)  # the layer's own forward, no mask
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(weights, expected_weights, atol=1e-6, rtol=1e-5)
+    # One text position a step gives the same rows: nothing of the sound is masked.
+    steps = torch.cat([W.cross_attend(cross, text[:, t:t + 1], memory).output
+                       for t in range(5)], dim=1)
+    torch.testing.assert_close(steps, out, atol=1e-6, rtol=1e-5)
+    assert W.cross_attend(cross, text, memory).weights is None
+
+
+def test_cross_attend_refuses_what_is_not_a_layer_text_or_memory():
+    cross = MultiHeadAttention(8, 2)
+    memory = W.cross_keys_values(cross, torch.randn(1, 6, 8))
+    with pytest.raises(TypeError, match="cross must be an attnbook MultiHeadAttention"):
+        W.cross_keys_values(torch.nn.Linear(8, 8), torch.randn(1, 6, 8))
+    with pytest.raises(ValueError, match=r"encoded must have shape \(B, A, d_model=8\)"):
+        W.cross_keys_values(cross, torch.randn(6, 8))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, d_model=8\)"):
+        W.cross_attend(cross, torch.randn(1, 3, 4), memory)
+    with pytest.raises(ValueError, match=r"memory must be \(keys, values\) of shape"):
+        W.cross_attend(cross, torch.randn(2, 3, 8), memory)  # memory of one clip, B = 2
+    with pytest.raises(ValueError, match=r"memory must be \(keys, values\)"):
+        W.cross_attend(cross, torch.randn(1, 3, 8), memory[:1])
 
 
 # -- dynamic time warping ------------------------------------------------------------------

@@ -46,15 +46,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._validate import require_int, require_tensor
-from .attention import attention
+from .attention import AttentionOutput, grouped_attention
 from .efficient import KVCache
 from .layers import MultiHeadAttention
 from .pretrained import _exclusive, _new_folder, model_cache_dir
 
 __all__ = [
     "AUDIO_POSITIONS_PER_SECOND", "CLIP_SECONDS", "SAMPLE_RATE", "Whisper", "WhisperConfig",
-    "WhisperOutput", "WhisperTokenizer", "alignment_cost", "alignment_heads", "cross_attention",
-    "dtw", "load_whisper", "log_mel", "read_clip",
+    "WhisperOutput", "WhisperTokenizer", "alignment_cost", "alignment_heads", "cross_attend",
+    "cross_attention", "cross_keys_values", "dtw", "load_whisper", "log_mel", "read_clip",
     "read_ctranslate2", "reference_whisper", "transcribe", "word_pieces", "word_times",
 ]
 
@@ -114,6 +114,71 @@ def _mlp(d_model: int, d_ff: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
 
 
+def _cross_layer(cross: object) -> MultiHeadAttention:
+    if not isinstance(cross, MultiHeadAttention):
+        raise TypeError(f"cross must be an attnbook MultiHeadAttention (a decoder block's "
+                        f"cross-attention), got {type(cross).__name__}")
+    return cross
+
+
+def cross_keys_values(cross: MultiHeadAttention, encoded: Tensor) -> tuple[Tensor, Tensor]:
+    """Cross-attention's keys and values for one clip: ``(B, h, A, d_head)`` each.
+
+    ``encoded`` is the encoder's output ``(B, A, d_model)``. The sound does not change while
+    the decoder writes, so a decoder computes these once per clip and every step reuses them
+    (:func:`cross_attend`).
+
+    Raises:
+        TypeError: ``cross`` is not a :class:`~attnbook.layers.MultiHeadAttention`.
+        ValueError: ``encoded`` is not ``(B, A, d_model)``.
+    """
+    cross = _cross_layer(cross)
+    encoded = require_tensor("encoded", encoded)
+    if encoded.dim() != 3 or encoded.shape[-1] != cross.d_model:
+        raise ValueError(f"encoded must have shape (B, A, d_model={cross.d_model}), the "
+                         f"encoder's output, got {tuple(encoded.shape)}")
+    keys = cross.split_heads(cross.k_proj(encoded), cross.num_kv_heads)
+    values = cross.split_heads(cross.v_proj(encoded), cross.num_kv_heads)
+    return keys, values
+
+
+def cross_attend(cross: MultiHeadAttention, x: Tensor, memory: Sequence[Tensor], *,
+                 return_weights: bool = False) -> AttentionOutput:
+    """Cross-attention from the text ``x`` ``(B, T, d_model)`` to the sound ``memory``.
+
+    ``memory`` is the ``(keys, values)`` pair of :func:`cross_keys_values`. Only the
+    queries are projected here, so a decoding step with ``T = 1`` costs two ``d_model``
+    x ``d_model`` products and a pass over the ``A`` audio positions. No mask: the sound
+    was all recorded before the first word was written, so nothing in it lies in the
+    text's future.
+
+    Returns:
+        ``AttentionOutput``: the output ``(B, T, d_model)`` after ``cross.out_proj``, and
+        the weights ``(B, h, T, A)``, or ``None`` unless ``return_weights``.
+
+    Raises:
+        TypeError: ``cross`` is not a :class:`~attnbook.layers.MultiHeadAttention`.
+        ValueError: ``x`` is not ``(B, T, d_model)``, or ``memory`` is not a pair of
+            ``(B, h, A, d_head)`` tensors for the same ``B``.
+    """
+    cross = _cross_layer(cross)
+    x = require_tensor("x", x)
+    if x.dim() != 3 or x.shape[-1] != cross.d_model:
+        raise ValueError(f"x must have shape (B, T, d_model={cross.d_model}), got "
+                         f"{tuple(x.shape)}")
+    shapes = [tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__ for t in memory]
+    width = (cross.num_kv_heads, cross.d_head)
+    if (len(shapes) != 2 or shapes[0] != shapes[1] or not isinstance(shapes[0], tuple)
+            or len(shapes[0]) != 4 or shapes[0][0] != x.shape[0]
+            or shapes[0][1::2] != width):
+        raise ValueError(f"memory must be (keys, values) of shape (B={x.shape[0]}, "
+                         f"{width[0]}, A, {width[1]}) each, as cross_keys_values returns, "
+                         f"got {shapes}")
+    q = cross.split_heads(cross.q_proj(x))  # (B, h, T, d_head)
+    out, weights = grouped_attention(q, *memory, return_weights=return_weights)
+    return AttentionOutput(cross.out_proj(cross.merge_heads(out)), weights)
+
+
 class EncoderBlock(nn.Module):
     """Pre-norm self-attention over the audio positions (no mask), then the MLP."""
 
@@ -144,20 +209,16 @@ class DecoderBlock(nn.Module):
 
     def memory(self, encoded: Tensor) -> tuple[Tensor, Tensor]:
         """This layer's cross-attention keys and values, ``(B, h, A, d_head)`` each."""
-        keys = self.cross.split_heads(self.cross.k_proj(encoded))
-        values = self.cross.split_heads(self.cross.v_proj(encoded))
-        return keys, values
+        return cross_keys_values(self.cross, encoded)
 
     def forward(self, x: Tensor, memory: tuple[Tensor, Tensor], cache: KVCache | None,
                 return_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
         out, self_weights = self.attn(self.attn_norm(x), return_weights=return_weights,
                                       cache=cache)
         x = x + out
-        # Every text position may attend to every audio position: the sound is all there
-        # before the first word is written, so nothing in it lies in the text's future.
-        q = self.cross.split_heads(self.cross.q_proj(self.cross_norm(x)))  # (B, h, T, d_head)
-        out, cross_weights = attention(q, *memory, return_weights=return_weights)
-        x = x + self.cross.out_proj(self.cross.merge_heads(out))
+        out, cross_weights = cross_attend(self.cross, self.cross_norm(x), memory,
+                                          return_weights=return_weights)
+        x = x + out
         return x + self.mlp(self.mlp_norm(x)), self_weights, cross_weights
 
 

@@ -1,13 +1,15 @@
-"""Exercise whisper-ex1: dynamic time warping, the cheapest monotone path through a cost
-matrix, as Whisper uses it to time words.
+"""Exercises whisper-ex1 and whisper-ex4: dynamic time warping, the cheapest monotone path
+through a cost matrix, as Whisper uses it to time words; and cross-attention run as a
+decoder runs it, the sound's keys and values computed once.
 
-Replace the `raise NotImplementedError(...)` below with your code, then run
+Replace each `raise NotImplementedError(...)` below with your code, then run
 `.venv/bin/python -m pytest exercises/whisper` from the repository root.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def my_dtw(cost: np.ndarray) -> list[tuple[int, int]]:
@@ -24,4 +26,27 @@ def my_dtw(cost: np.ndarray) -> list[tuple[int, int]]:
     raise NotImplementedError(
         "implement my_dtw(cost): fill total[i, j], the cheapest cost of a path ending at "
         "(i, j), then walk back from the last cell (see exercises/whisper/README.md)"
+    )
+
+
+def my_cross_steps(cross, sound: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    """Cross-attention as a decoder runs it: one text position a step.
+
+    Args:
+        cross: an attnbook ``MultiHeadAttention`` (a decoder block's cross-attention):
+            ``cross.q_proj``, ``cross.k_proj``, ``cross.v_proj`` and ``cross.out_proj``
+            are its projections, ``cross.num_heads`` and ``cross.d_head`` its heads.
+        sound: ``(B, A, d_model)``: the encoder's output, one vector per audio position.
+        text: ``(B, T, d_model)``: the decoder's vectors where cross-attention reads them,
+            one text position per step.
+
+    Returns:
+        ``(B, T, d_model)``: the output of each step, in order. The sound's keys and values
+        are computed once, before the first step; step ``t`` projects ``text[:, t:t + 1]``
+        into queries and attends to every audio position.
+    """
+    raise NotImplementedError(
+        "implement my_cross_steps(cross, sound, text): project the sound into keys and "
+        "values once, then at each step project one text position into queries and attend "
+        "to every audio position (see exercises/whisper/README.md)"
     )

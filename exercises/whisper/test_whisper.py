@@ -1,11 +1,13 @@
-"""Tests of exercise whisper-ex1. Run from the repository root:
+"""Tests of exercises whisper-ex1 and whisper-ex4. Run from the repository root:
 `.venv/bin/python -m pytest exercises/whisper`."""
 
 import numpy as np
+import torch
 
-from attnbook.checks import check_dtw
+from attnbook.checks import check_cross_attention_steps, check_dtw
+from attnbook.layers import MultiHeadAttention
 
-from .solution import my_dtw
+from .solution import my_cross_steps, my_dtw
 
 
 def test_my_dtw_by_hand():
@@ -26,3 +28,36 @@ def test_my_dtw_single_row():
 
 def test_my_dtw_against_the_package():
     check_dtw(my_dtw)
+
+
+def test_my_cross_steps_weights_sum_to_one():
+    # Every value vector the same: whatever the weights, each head's output is that vector,
+    # if the weights over the audio positions sum to 1.
+    torch.manual_seed(0)
+    cross = MultiHeadAttention(8, 2)
+    sound, text = torch.randn(1, 6, 8), torch.randn(1, 3, 8)
+    with torch.no_grad():
+        cross.v_proj.weight.zero_()
+        got = my_cross_steps(cross, sound, text)
+        expected = cross.out_proj(cross.v_proj.bias.expand(1, 3, 8))
+    assert got.shape == (1, 3, 8), f"expected (B, T, d_model) = (1, 3, 8), got {got.shape}"
+    assert torch.allclose(got, expected, atol=1e-6), (
+        "with every value vector equal, each step's output is that vector through "
+        "cross.out_proj: do the weights of one step sum to 1 over the audio positions?"
+    )
+
+
+def test_my_cross_steps_projects_the_sound_once():
+    cross = MultiHeadAttention(8, 2)
+    calls = []
+    cross.k_proj.register_forward_hook(lambda module, args, out: calls.append(args[0].shape))
+    with torch.no_grad():
+        my_cross_steps(cross, torch.randn(1, 6, 8), torch.randn(1, 4, 8))
+    assert calls == [(1, 6, 8)], (
+        f"cross.k_proj should run once, on the sound (1, 6, 8), before the 4 steps; it ran "
+        f"on {[tuple(c) for c in calls]}"
+    )
+
+
+def test_my_cross_steps_against_the_package():
+    check_cross_attention_steps(my_cross_steps)

@@ -1,11 +1,13 @@
-"""Solutions of the chapter `whisper`, written from scratch in plain NumPy.
+"""Solutions of the chapter `whisper`, written from scratch in plain NumPy and torch.
 
-exercises/whisper holds the chapter's checked exercise: my_dtw (whisper-ex1).
+exercises/whisper holds the chapter's checked exercises: my_dtw (whisper-ex1) and
+my_cross_steps (whisper-ex4).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def my_dtw(cost) -> list[tuple[int, int]]:
@@ -25,3 +27,20 @@ def my_dtw(cost) -> list[tuple[int, int]]:
                    if i - a >= 0 and j - b >= 0]
         path.append(min(options, key=lambda cell: total[cell]))
     return path[::-1]
+
+
+def my_cross_steps(cross, sound: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    """Cross-attention one text position a step, the sound's keys and values made once."""
+    B, h, d_head = sound.shape[0], cross.num_heads, cross.d_head
+
+    def heads(x: torch.Tensor) -> torch.Tensor:  # (B, n, h * d_head) -> (B, h, n, d_head)
+        return x.reshape(B, x.shape[1], h, d_head).permute(0, 2, 1, 3)
+
+    keys, values = heads(cross.k_proj(sound)), heads(cross.v_proj(sound))
+    outputs = []
+    for t in range(text.shape[1]):
+        q = heads(cross.q_proj(text[:, t:t + 1]))  # (B, h, 1, d_head)
+        weights = torch.softmax(q @ keys.transpose(-2, -1) / d_head**0.5, dim=-1)
+        merged = (weights @ values).permute(0, 2, 1, 3).reshape(B, 1, h * d_head)
+        outputs.append(cross.out_proj(merged))
+    return torch.cat(outputs, dim=1)

@@ -52,7 +52,8 @@ Each checker is named after what it checks and lives in a module named after its
   ``copying_score(w_v, w_o, embed, unembed)``
 - ``cache-budget``: :func:`check_quantize_keys` on ``quantize_keys(keys, bits, group)``
   and :func:`check_evict_one` on ``evict_one(received, positions, recent, sinks)``
-- ``whisper``: :func:`check_dtw` on ``my_dtw(cost)``
+- ``whisper``: :func:`check_dtw` on ``my_dtw(cost)`` and
+  :func:`check_cross_attention_steps` on ``my_cross_steps(cross, sound, text)``
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from .pytorch_implementation import check_simple_attention
 from .scaling import check_stable_softmax
 from .static_embeddings import check_nearest_by_cosine
 from .training_attention import check_repeat_pattern
-from .whisper import check_dtw
+from .whisper import check_cross_attention_steps, check_dtw
 
 __all__ = [
     "ExerciseCheckError",
@@ -92,6 +93,7 @@ __all__ = [
     "check_cached_rope_step",
     "check_causal_mask",
     "check_copying_score",
+    "check_cross_attention_steps",
     "check_dtw",
     "check_evict_one",
     "check_masked_softmax",

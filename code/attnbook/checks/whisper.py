@@ -1,26 +1,46 @@
-"""The checker of the chapter ``whisper``: :func:`check_dtw`.
+"""The checkers of the chapter ``whisper``: :func:`check_dtw` and
+:func:`check_cross_attention_steps`.
 
-The reference is the package's :func:`~attnbook.whisper.dtw`. A path is judged by what makes
-it a warping path, one rule at a time, so that a hint can name the rule a wrong answer
-breaks: it starts at ``(0, 0)``, ends at ``(n - 1, m - 1)``, moves one row down, one column
-right or both at every step (never back, never skipping a cell), and costs no more than the
-cheapest such path. Where several paths tie for the cheapest, any of them passes.
+:func:`check_dtw`'s reference is the package's :func:`~attnbook.whisper.dtw`. A path is
+judged by what makes it a warping path, one rule at a time, so that a hint can name the rule
+a wrong answer breaks: it starts at ``(0, 0)``, ends at ``(n - 1, m - 1)``, moves one row
+down, one column right or both at every step (never back, never skipping a cell), and costs
+no more than the cheapest such path. Where several paths tie for the cheapest, any of them
+passes.
+
+:func:`check_cross_attention_steps`'s reference is :func:`~attnbook.whisper.cross_keys_values`
+with :func:`~attnbook.whisper.cross_attend`. Besides the output, it watches the layer's
+projections run (forward hooks): what each one was given and how often, which is how it
+tells keys recomputed at every step, or taken from the text, from right ones.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from .._validate import require_function
-from ..whisper import dtw
-from .harness import Checks, Mismatch, call_reader, name_of
+from ..attention import attention
+from ..layers import MultiHeadAttention
+from ..whisper import cross_attend, cross_keys_values, dtw
+from .harness import (
+    Checks,
+    Mismatch,
+    Mistake,
+    call_reader,
+    error_hints,
+    expect_close,
+    name_of,
+    randn,
+)
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
-__all__ = ["check_dtw"]
+__all__ = ["check_cross_attention_steps", "check_dtw"]
 
 _STEP_HINT = (
     "each step of a warping path moves one row down, one column right, or both: from "
@@ -128,4 +148,184 @@ def check_dtw(dtw_fn: Callable) -> None:
         ("a single row: only one path", "cost (1, 5)", rng.random((1, 5))),
         ("a single column: only one path", "cost (4, 1)", rng.random((4, 1))),
         ("one cell", "cost (1, 1)", np.array([[2.0]])),
+    ])
+
+
+# ------------------------------------------------------------ cross-attention, step by step
+
+_STEPS_HINT = (
+    "before the loop, keys = split(cross.k_proj(sound)) and values = split(cross.v_proj("
+    "sound)); at step t, q = split(cross.q_proj(text[:, t:t + 1])), weights = softmax(q "
+    "k^T / sqrt(d_head)) over all audio positions, out = cross.out_proj(merge(weights @ "
+    "values)); return the steps' outputs joined, `torch.cat(outputs, dim=1)`. "
+    "split: (B, n, d_model) -> (B, h, n, d_head); merge is its inverse."
+)
+_FROM_THE_SOUND = (
+    "cross-attention's keys and values come from the sound, the encoder's output: "
+    "`cross.k_proj(sound)` and `cross.v_proj(sound)`. Keys and values of the text are what "
+    "the decoder's self-attention uses; here the text gives only the queries."
+)
+_ONCE_HINT = (
+    "the sound does not change while the decoder writes: project it once, before the "
+    "loop, and let every step reuse the keys and values. Calling the whole layer at each "
+    "step, `cross(text[:, t:t + 1], sound)`, projects all the audio positions again."
+)
+_steps_hint = error_hints(
+    (RuntimeError, "must match",
+     "the text and the sound have different lengths (T and A): split each with its own "
+     "length, `x.shape[1]`, or with `cross.split_heads(x)`."),
+    (RuntimeError, "view", "after a transpose the tensor is no longer contiguous: use "
+     "`.reshape(...)` or `.flatten(-2)` instead of `.view`."),
+)
+
+
+class _Watched:
+    """What each projection of ``layer`` was given while the reader's code ran."""
+
+    def __init__(self, layer: MultiHeadAttention) -> None:
+        self.inputs: dict[str, list[Tensor]] = {}
+        self.hooks = []
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            self.inputs[name] = []
+            self.hooks.append(getattr(layer, name).register_forward_hook(
+                lambda module, args, output, seen=self.inputs[name]:
+                seen.append(args[0].detach().clone())))
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
+
+
+def _is_part_of(x: Tensor, whole: Tensor) -> bool:
+    """Whether ``x`` is ``whole`` or a run of its positions, ``whole[:, i:j]``."""
+    if x.dim() != 3 or x.shape[0] != whole.shape[0] or x.shape[2] != whole.shape[2]:
+        return False
+    n = x.shape[1]
+    return any(torch.equal(x, whole[:, i:i + n]) for i in range(whole.shape[1] - n + 1))
+
+
+def _check_projections(seen: dict[str, list[Tensor]], sound: Tensor, text: Tensor) -> None:
+    """Raise a Mismatch naming the first projection that ran on the wrong input, or as
+    often as it should not."""
+    T = text.shape[1]
+    for name, what in (("k_proj", "keys"), ("v_proj", "values")):
+        calls = seen[name]
+        if not calls:
+            raise Mismatch(f"cross.{name} never ran, so the check cannot see where the "
+                           f"{what} come from",
+                           hint=f"compute the {what} as `cross.{name}(sound)` (the check "
+                                f"watches each projection run, so call the layer's own "
+                                f"modules rather than their weights).")
+        for given in calls:
+            if not torch.equal(given, sound):
+                source = ("the text" if _is_part_of(given, text) else
+                          "something that is neither the sound nor the text")
+                raise Mismatch(f"cross.{name} was given {source}, shape "
+                               f"{tuple(given.shape)}, not the sound {tuple(sound.shape)}",
+                               hint=_FROM_THE_SOUND)
+        if len(calls) > 1:
+            raise Mismatch(f"cross.{name} projected the sound {len(calls)} times for "
+                           f"{T} steps, not once", hint=_ONCE_HINT)
+    queries = seen["q_proj"]
+    if any(not _is_part_of(given, text) for given in queries):
+        raise Mismatch("cross.q_proj was given something other than the text",
+                       hint="the queries come from the text being written, one position a "
+                            "step: `cross.q_proj(text[:, t:t + 1])`.")
+    if [given.shape[1] for given in queries] != [1] * T:
+        raise Mismatch(f"cross.q_proj ran on {[given.shape[1] for given in queries]} text "
+                       f"positions per call, not on one position at each of the {T} steps",
+                       hint="a decoder has one new text position a step (the next token "
+                            "does not exist until this one is chosen): project "
+                            "`text[:, t:t + 1]` inside the loop.")
+
+
+def check_cross_attention_steps(steps_fn: Callable) -> None:
+    """Check ``steps_fn(cross, sound, text) -> output``: cross-attention as a decoder runs it.
+
+    The exercise ``whisper-ex4`` of the chapter ``whisper``: ``cross`` is a
+    :class:`~attnbook.layers.MultiHeadAttention`, ``sound`` ``(B, A, d_model)`` the
+    encoder's output and ``text`` ``(B, T, d_model)`` the decoder's vectors where
+    cross-attention reads them. The function projects the sound into keys and values once,
+    then at each of ``T`` steps projects one text position into queries, attends to every
+    audio position (no mask, scale ``1 / sqrt(d_head)``) and applies ``cross.out_proj``;
+    it returns the steps' outputs ``(B, T, d_model)``. The reference is
+    :func:`attnbook.whisper.cross_keys_values` and :func:`attnbook.whisper.cross_attend`.
+
+    Forward hooks on the four projections say what each was given: keys or values taken
+    from the text, the sound projected again at every step (the whole layer called per
+    step), or all text positions projected at once each fail with their own hint. The output
+    is then compared, and its hints name a causal mask on the sound (at the step, or
+    top-left as ``is_causal=True`` puts it), the scale left out or taken from ``d_model``,
+    one head of ``d_model`` instead of ``h``, the softmax over the wrong dimension, and a
+    missing output projection.
+    """
+    steps_fn = require_function("steps_fn", steps_fn)
+    checks = Checks("check_cross_attention_steps", _steps_hint)
+    name = name_of(steps_fn)
+
+    def run(B: int, A: int, T: int, d_model: int, h: int, seed: int) -> None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            cross = MultiHeadAttention(d_model, h)
+        sound = randn(B, A, d_model, seed=seed + 1, scale=1.5)
+        text = randn(B, T, d_model, seed=seed + 2, scale=1.5)
+        call = f"{name}(cross, sound, text)"
+        watched = _Watched(cross)
+        try:
+            got = call_reader(call, steps_fn, cross, sound.clone(), text.clone(),
+                              names=("cross", "sound", "text"))
+        finally:
+            watched.remove()
+        _check_projections(watched.inputs, sound, text)
+        with torch.no_grad():
+            expected = cross_attend(cross, text, cross_keys_values(cross, sound)).output
+            d_head = d_model // h
+            q = cross.split_heads(cross.q_proj(text))  # (B, h, T, d_head)
+            k, v = cross_keys_values(cross, sound)  # (B, h, A, d_head) each
+            T_by_A = torch.ones(T, A, dtype=torch.bool)
+
+            def wrong(mask: Tensor | None = None, scale: float | None = None, *,
+                      project: bool = True, one_head: bool = False) -> Tensor:
+                if one_head:
+                    out = attention(cross.q_proj(text), cross.k_proj(sound),
+                                    cross.v_proj(sound), mask, scale=scale).output
+                else:
+                    out = cross.merge_heads(attention(q, k, v, mask, scale=scale).output)
+                return cross.out_proj(out) if project else out
+
+            mistakes: list[Mistake] = [
+                ("no mask on the sound: `is_causal=True` aligns its mask top-left, so a "
+                 "step's one query sees audio position 0 only. The whole clip was recorded "
+                 "before the first word, so every step may attend to all of it.",
+                 lambda: wrong(torch.tril(T_by_A[:1]).expand(T, A))),
+                ("no mask on the sound: step t may attend to every audio position, not "
+                 "only to positions 0 .. t. Nothing in the sound lies in the text's future.",
+                 lambda: wrong(torch.tril(T_by_A))),
+                (f"the scores are not scaled: divide q k^T by sqrt(d_head) = sqrt({d_head}) "
+                 f"before the softmax.", lambda: wrong(scale=1.0)),
+                (f"scale by 1/sqrt(d_head) = 1/sqrt({d_head}), the width of one head, not by "
+                 f"1/sqrt(d_model) = 1/sqrt({d_model}).",
+                 lambda: wrong(scale=1 / math.sqrt(d_model))),
+                (f"split the vectors into {h} heads of d_head = {d_head}: each head attends "
+                 f"on its own (`cross.split_heads`), then merge them back.",
+                 lambda: wrong(one_head=True)),
+                ("the softmax runs over the audio positions, dim=-1, so that each query's "
+                 "weights sum to 1. Over dim=-2, a step's one query gets weight 1 on "
+                 "every position, and the output sums all the values.",
+                 lambda: cross.out_proj(cross.merge_heads(
+                     v.sum(dim=-2, keepdim=True).expand(B, h, T, d_head)))),
+                ("project the merged heads with `cross.out_proj`, as the layer does.",
+                 lambda: wrong(project=False)),
+            ]
+        expect_close(f"the output of {call}", got, expected, hint=_STEPS_HINT,
+                     mistakes=mistakes,
+                     note=f"sound {tuple(sound.shape)}, text {tuple(text.shape)}, {h} heads "
+                          f"of d_head = {d_head}")
+
+    checks.run_all(run, [
+        ("one clip: sound (1, 6, 8), text (1, 3, 8), 2 heads", 1, 6, 3, 8, 2, 401),
+        ("a batch of 2: sound (2, 9, 12), text (2, 4, 12), 3 heads", 2, 9, 4, 12, 3, 411),
+        ("a single step: sound (1, 5, 8), text (1, 1, 8), 4 heads", 1, 5, 1, 8, 4, 421),
+        ("Whisper tiny.en's sizes: sound (1, 1500, 384), text (1, 5, 384), 6 heads",
+         1, 1500, 5, 384, 6, 431),
     ])
