@@ -36,7 +36,7 @@ def my_cross_steps(cross, sound: torch.Tensor, text: torch.Tensor) -> torch.Tens
         cross: an attnbook ``MultiHeadAttention`` (a decoder block's cross-attention):
             ``cross.q_proj``, ``cross.k_proj``, ``cross.v_proj`` and ``cross.out_proj``
             are its projections, ``cross.num_heads`` and ``cross.d_head`` its heads.
-        sound: ``(B, A, d_model)``: the encoder's output, one vector per audio position.
+        sound: ``(B, S, d_model)``: the encoder's output, one vector per audio position.
         text: ``(B, T, d_model)``: the decoder's vectors where cross-attention reads them,
             one text position per step.
 
