@@ -29,13 +29,16 @@ PDF_NAME := attention-computed.pdf
 TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
 	fonts-freefont-otf fonts-dejavu-core poppler-utils
 
-.PHONY: help book pdf test test-fast test-compat bench lint serve clean chromium tex
+.PHONY: help book student pdf test test-fast test-compat bench lint serve clean chromium tex
 
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
+	@echo "make student    the student edition, without the worked solutions, into"
+	@echo "                $(BUILD)/student (after make book it only writes the pages)"
 	@echo "make test       run the whole test suite (lint, package, book build, Chromium, PDF,"
 	@echo "                and every chapter again in a perturbed numeric environment)"
-	@echo "make test-fast  lint and the package's tests only: no book, browser or chapter runs"
+	@echo "make test-fast  lint and the package's tests only: no book, browser, chapter runs"
+	@echo "                or student install"
 	@echo "make test-compat the package's tests on the LOWEST dependency versions that"
 	@echo "                pyproject.toml declares, in .venv-compat (downloads about 2.5 GB)"
 	@echo "make pdf        build the book as one PDF (XeLaTeX) and put it in the site"
@@ -48,7 +51,7 @@ help:
 	@echo "make chromium   install Debian's Chromium for the browser tests (as root), or say how"
 	@echo "make tex        install TeX Live and poppler for the PDF (as root), or say how"
 
-$(INSTALLED): requirements.txt pyproject.toml Makefile
+$(INSTALLED): requirements.txt requirements-student.txt pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c 'import sys; assert sys.version_info[:2] == (3, 11), \
 		"the pinned requirements are for Python 3.11, this is " + sys.version.split()[0]'
@@ -66,6 +69,13 @@ book: $(INSTALLED)
 	@test -f $(BUILD)/html/$(PDF_NAME) || echo "The PDF that the front page links to is not" \
 		"built yet: 'make pdf' adds it."
 
+#: The site without the worked solutions. The builder ``student`` (book/_ext) shares the saved
+#: environment and the execution cache with ``make book``.
+student: $(INSTALLED)
+	$(BIN)/jupyter-book build . --builder custom --custom-builder student -W -n --keep-going
+	@echo
+	@echo "The student edition is built: open $(abspath $(BUILD))/student/index.html"
+
 pdf: $(INSTALLED) tex
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --builder pdflatex -W -n --keep-going || exit 1; \
@@ -79,7 +89,7 @@ test: lint chromium tex
 	$(BIN)/python -m pytest --durations=15
 
 test-fast: lint
-	$(BIN)/python -m pytest -m "not book and not browser and not chapters"
+	$(BIN)/python -m pytest -m "not book and not browser and not chapters and not install"
 
 #: The lowest declared versions (requirements-compat.txt), in a venv of their own.
 COMPAT_VENV := .venv-compat

@@ -134,18 +134,20 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 #: Fixtures that need the built site: a session with a test that uses one starts the build.
-NEEDS_BOOK = {"built_book", "site_url", "pdf_build", "no_change_rebuild"}
+NEEDS_BOOK = {"built_book", "site_url", "pdf_build", "no_change_rebuild", "student_build"}
 #: Tests that use one of these (the site, or Chromium, which the site's tests share) run after
 #: all the others, which run while the book builds in the background.
 GOES_LAST = NEEDS_BOOK | {"browser"}
 #: The background builds of a session, started with it when a selected test needs them: the
 #: strict build, then the same build again with nothing changed (it must execute nothing),
-#: then the PDF edition, which reads the same execution cache and saved environment. Each
-#: touches what the others do, so one thread runs them in turn; the PDF's runs beside the
-#: site's tests at the chapter runs' lower priority.
+#: then the PDF edition, then the student edition, which read the same execution cache and
+#: saved environment. Each touches what the others do, so one thread runs them in turn; the
+#: PDF's and the student edition's run beside the site's tests at the chapter runs' lower
+#: priority.
 _book_build: Future | None = None
 _rebuild: Future | None = None
 _pdf_build: Future | None = None
+_student_build: Future | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -177,16 +179,17 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
     """Start the background builds with the session, in a thread that waits for each
     process in turn, if any selected test needs the built book; ``built_book``,
     ``no_change_rebuild`` and ``pdf_build`` collect them."""
-    global _book_build, _rebuild, _pdf_build
+    global _book_build, _rebuild, _pdf_build, _student_build
     used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
     if NEEDS_BOOK & used:
         _book_build = Future()
         _rebuild = Future() if "no_change_rebuild" in used else None
         _pdf_build = Future() if "pdf_build" in used else None
+        _student_build = Future() if "student_build" in used else None
         # A daemon thread: a session that ends early (-x) does not wait for the builds.
         threading.Thread(target=_build_in_turn, daemon=True, name="book-build",
-                         args=(_book_build, _rebuild, _pdf_build, run_build, _timeline)
-                         ).start()
+                         args=(_book_build, _rebuild, _pdf_build, run_build, _timeline),
+                         kwargs={"student": _student_build}).start()
     yield
     for process in list(_running_builds):
         _stop(process)
@@ -209,13 +212,22 @@ def _timed_pdf_build(build: Callable[..., subprocess.CompletedProcess[str]] | No
     return time.perf_counter() - start, result
 
 
+def _timed_student_build(build: Callable[..., subprocess.CompletedProcess[str]] | None = None
+                         ) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    result = (build or run_build)("--builder", "custom", "--custom-builder", "student",
+                                  niceness=BACKGROUND_NICENESS)
+    return time.perf_counter() - start, result
+
+
 def _build_in_turn(book: Future, rebuild: Future | None, pdf: Future | None,
                    build: Callable[..., subprocess.CompletedProcess[str]],
-                   timeline: dict[str, float]) -> None:
+                   timeline: dict[str, float], *, student: Future | None = None) -> None:
     """The strict build (its outcome goes to ``book``); the same build again (``rebuild``),
-    before the site's tests read the pages it may touch; then the PDF (``pdf``). When the
-    strict build fails, the other futures are settled with the reason, so no test waits
-    forever. ``timeline["build"]``: when ``book`` was settled."""
+    before the site's tests read the pages it may touch; then the PDF (``pdf``) and the
+    student edition (``student``). When the strict build fails, the other futures are
+    settled with the reason, so no test waits forever. ``timeline["build"]``: when ``book``
+    was settled."""
     strict: Future = Future()
     _settle(strict, build)
     ok = strict.exception() is None and strict.result().returncode == 0
@@ -229,10 +241,11 @@ def _build_in_turn(book: Future, rebuild: Future | None, pdf: Future | None,
         book.set_result(strict.result())
     else:
         book.set_exception(strict.exception())
-    if ok:
-        _settle(pdf, functools.partial(_timed_pdf_build, build))
-    elif pdf is not None:
-        pdf.set_exception(failed)
+    for future, timed in ((pdf, _timed_pdf_build), (student, _timed_student_build)):
+        if ok:
+            _settle(future, functools.partial(timed, build))
+        elif future is not None:
+            future.set_exception(failed)
 
 
 @pytest.fixture(scope="session")
@@ -258,6 +271,13 @@ def pdf_build(built_book: Path) -> tuple[float, subprocess.CompletedProcess[str]
     finished process): the background thread started it when the strict build and its
     rebuild ended."""
     return _pdf_build.result() if _pdf_build is not None else _timed_pdf_build()
+
+
+@pytest.fixture(scope="session")
+def student_build(built_book: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """``make student``'s build, the site without worked solutions, as (seconds, the finished
+    process): the background thread started it after the PDF."""
+    return _student_build.result() if _student_build is not None else _timed_student_build()
 
 
 @pytest.fixture(scope="session")

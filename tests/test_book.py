@@ -546,3 +546,71 @@ def test_the_markup_repairs_reach_every_page(built_book: Path) -> None:
                        for summary in BeautifulSoup(text, "html.parser").select(
                            "details.hide summary"))
     assert toggles >= 20, f"only {toggles} cell toggles named by their text"
+
+
+# -- the student edition ----------------------------------------------------------------------
+
+STUDENT = HTML.parent / "student"
+SOLUTION_BLOCK = re.compile(r"^```\{solution-start\}.*?^```\{solution-end\}", re.MULTILINE
+                            | re.DOTALL)
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def shown_code(cell: str) -> list[str]:
+    """The code lines of a code cell's body that the page shows: none for a cell whose
+    options (``:tags:`` lines or a ``---`` block) remove its input."""
+    lines = cell.splitlines()
+    options = []
+    if lines and lines[0] == "---":
+        end = lines.index("---", 1)
+        options, lines = lines[1:end], lines[end + 1:]
+    while lines and lines[0].startswith(":"):
+        options.append(lines.pop(0))
+    return [] if any("remove-" in option for option in options) else lines
+
+
+def solution_only_lines(source: str) -> list[str]:
+    """For each worked solution of a chapter's MyST source that shows code, its longest code
+    line that appears nowhere else in the chapter: text only the solution shows."""
+    outside = SOLUTION_BLOCK.sub("", source)
+    lines = []
+    for block in SOLUTION_BLOCK.findall(source):
+        code = [line.strip() for cell in CODE_CELL.findall(block) for line in shown_code(cell)
+                if len(line.strip()) > 12 and not line.lstrip().startswith("#")
+                and line.strip() not in outside]
+        if code:
+            lines.append(max(code, key=len))
+    return lines
+
+
+def test_the_student_edition_has_every_exercise_and_no_worked_solution(
+        student_build: tuple[float, subprocess.CompletedProcess[str]]) -> None:
+    seconds, result = student_build
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"make student's build failed:\n{log[-6000:]}"
+    assert "Executing notebook" not in log, "the student edition executed a chapter again"
+    checked = 0
+    for page in PAGES:
+        source = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        opened = source.count("```{solution-start}")
+        full = soup(page)
+        student = BeautifulSoup((STUDENT / f"{page}.html").read_text(encoding="utf-8"),
+                                "html.parser")
+        assert attnbook_sphinx.STUDENT_NOTE in str(student), f"{page}: no edition note"
+        assert attnbook_sphinx.STUDENT_NOTE not in str(full)
+        assert len(full.select("main .solution")) == opened, page
+        assert not student.select("main .solution"), page
+        assert len(student.select("main .exercise")) == len(full.select("main .exercise"))
+        full_text = full.select_one("main").get_text()
+        student_text = student.select_one("main").get_text()
+        for line in solution_only_lines(source):
+            assert line in full_text, (page, line)
+            assert line not in student_text, f"{page} shows its solution's {line!r}"
+            checked += 1
+        for offered in (STUDENT / "_sources").glob(f"{page}.*"):
+            text = offered.read_text(encoding="utf-8")
+            assert "solution-start" not in text and "solution-end" not in text, offered
+            for line in solution_only_lines(source):
+                assert json.dumps(line)[1:-1] not in text and line not in text, (offered, line)
+    assert checked >= 40, checked  # the solutions with code, in every chapter that has them
+    print(f"the student edition: built in {seconds:.0f} s, {checked} solutions' code checked")

@@ -307,3 +307,91 @@ def test_a_change_to_the_sites_style_rewrites_every_page(tmp_path: Path,
     assert outdated() == ["book/intro", "book/scaling"]
     assert "writing every page again" in caplog.text
     assert outdated() == []
+
+
+CHAPTER_WITH_SOLUTIONS = """\
+# A chapter
+
+```{exercise-start}
+:label: x-ex1
+```
+
+Write `f`.
+
+```{code-cell} ipython3
+def f():
+    raise NotImplementedError
+```
+
+```{exercise-end}
+```
+
+```{solution-start} x-ex1
+:class: dropdown
+```
+
+The worked answer says why.
+
+```{code-cell} ipython3
+def f():
+    return 42  # the worked answer
+```
+
+```{solution-end}
+```
+
+Text between the two.
+
+```{solution-start} x-ex1
+```
+
+A second worked answer.
+
+```{solution-end}
+```
+"""
+
+
+def test_the_student_sources_keep_the_exercise_and_lose_the_solutions() -> None:
+    stripped = attnbook_sphinx.without_solutions(CHAPTER_WITH_SOLUTIONS)
+    assert "worked answer" not in stripped and "solution-" not in stripped
+    assert "raise NotImplementedError" in stripped and "Text between the two." in stripped
+    assert stripped.rstrip().endswith("Text between the two.")
+    with pytest.raises(ValueError, match="without its"):
+        attnbook_sphinx.without_solutions(CHAPTER_WITH_SOLUTIONS.rsplit("```{solution-end}",
+                                                                        1)[0])
+
+
+def test_the_student_notebooks_keep_the_exercise_and_lose_the_solutions() -> None:
+    import jupytext
+
+    notebook = jupytext.reads("---\njupytext:\n  text_representation:\n    format_name: myst\n"
+                              "kernelspec:\n  name: python3\n  display_name: Python 3\n---\n"
+                              + CHAPTER_WITH_SOLUTIONS, fmt="myst")
+    assert sum(cell.cell_type == "code" for cell in notebook.cells) == 2
+    stripped = attnbook_sphinx.notebook_without_solutions(notebook)
+    sources = [cell.source for cell in stripped.cells]
+    assert [cell.cell_type for cell in stripped.cells].count("code") == 1
+    assert not any("worked answer" in s or "solution-" in s for s in sources), sources
+    assert any("Text between the two." in s for s in sources)
+    assert any("exercise-end" in s for s in sources)
+    unclosed = jupytext.reads(CHAPTER_WITH_SOLUTIONS.rsplit("```{solution-end}", 1)[0],
+                              fmt="myst")
+    with pytest.raises(ValueError, match="without its"):
+        attnbook_sphinx.notebook_without_solutions(unclosed)
+
+
+def test_the_student_edition_removes_every_solution_from_a_page() -> None:
+    from sphinx_exercise.nodes import exercise_node, solution_node
+
+    document = _page(nodes.Text("x"))
+    exercise, solution = exercise_node(), solution_node()
+    solution += nodes.paragraph(text="the worked answer")
+    section = nodes.section()
+    section += [exercise, solution, nodes.paragraph(text="after")]
+    document += section
+    attnbook_sphinx.LeaveOutSolutions(document).run()
+    assert not list(document.findall(solution_node))
+    assert list(document.findall(exercise_node)) and "after" in document.astext()
+    assert "worked answer" not in document.astext()
+    assert attnbook_sphinx.LeaveOutSolutions.builders == ("student",)

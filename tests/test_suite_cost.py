@@ -187,7 +187,7 @@ class FakeBuilds:
         self.failing = failing
 
     def __call__(self, *extra: str, niceness: int = 0) -> subprocess.CompletedProcess[str]:
-        name = "pdf" if "pdflatex" in extra else "html"
+        name = "pdf" if "pdflatex" in extra else "student" if "student" in extra else "html"
         self.calls.append((name, niceness))
         self.settled_before.append(self.book.done())
         code = 1 if name in self.failing else 0
@@ -211,6 +211,22 @@ def test_the_rebuild_runs_before_the_site_is_handed_out_and_the_pdf_after() -> N
     seconds, result = pdf.result()
     assert result.stdout == "pdf log" and seconds >= 0
     assert set(timeline) == {"build"}
+
+
+def test_the_student_edition_is_built_last_from_the_same_environment() -> None:
+    book, rebuild, pdf = builds()
+    student: Future = Future()
+    fake = FakeBuilds(book)
+    conftest._build_in_turn(book, rebuild, pdf, fake, {}, student=student)
+    assert fake.calls == [("html", 0), ("html", 0), ("pdf", conftest.BACKGROUND_NICENESS),
+                          ("student", conftest.BACKGROUND_NICENESS)]
+    seconds, result = student.result()
+    assert result.stdout == "student log" and seconds >= 0
+    failed_book, failed_student = Future(), Future()
+    conftest._build_in_turn(failed_book, None, None, FakeBuilds(failed_book, ("html",)), {},
+                            student=failed_student)
+    with pytest.raises(RuntimeError, match="the strict build failed"):
+        failed_student.result(timeout=0)
 
 
 def test_a_failed_strict_build_settles_every_waiting_build() -> None:

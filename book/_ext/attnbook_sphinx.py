@@ -21,7 +21,8 @@ Every hook this extension connects, in the order of a build:
 
 ``html-page-context``
     :func:`offer_executed_notebook`: every chapter offers its executed notebook (``.ipynb``,
-    with outputs) next to its MyST source.
+    with outputs) next to its MyST source; the student edition strips both of the worked
+    solutions (:func:`without_solutions`, :func:`notebook_without_solutions`).
 
     :func:`fix_citation_list_role` and :func:`name_cell_toggles_by_their_text`: two
     accessibility repairs of the theme's and myst-nb's markup. Each warns (which fails the
@@ -32,6 +33,17 @@ post-transforms of the web pages
     task, not as an error. :class:`KeepPunctuationWithMaths`: the comma or full stop after
     an inline formula never starts a line alone. :class:`LinkFiguresToTheirFile`: a figure
     is a link to its picture, which a phone reader opens full size.
+
+the builder ``student`` (:class:`StudentEditionBuilder`, ``make student``)
+    The student edition: the site without the worked solutions, in ``_build/student``. It
+    shares the saved environment and the execution cache of ``_build``, so after a full
+    build it executes and reads nothing, and only writes the pages. The post-transform
+    :class:`LeaveOutSolutions` removes every worked solution from its pages
+    (sphinx-exercise's own ``hide_solutions`` drops only the opening of a gated solution,
+    and the solution's text and code would show); :func:`render_student_pages_as_html`
+    lets myst-nb render its outputs as for the site, :func:`name_student_edition` names the
+    edition in every footer, and :func:`strip_sources_of_solutions` strips the chapters' sources and
+    notebooks it offers for download.
 
 post-transform :class:`DropEmptySectionsInPrint`
     In the PDF, citations are footnotes on their pages, so each chapter's "References"
@@ -64,6 +76,7 @@ from urllib.parse import quote
 
 from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.builders.html import StandaloneHTMLBuilder
 from sphinx.config import Config
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
@@ -74,7 +87,8 @@ logger = logging.getLogger(__name__)
 #: What the chapters' outputs depend on besides their own cells: the package's code and the
 #: assets it ships into the page (the playgrounds' and explorer's scripts and styles).
 FINGERPRINT_GLOBS = ("code/attnbook/**/*.py", "code/attnbook/**/*.js", "code/attnbook/**/*.css",
-                     "code/attnbook/**/*.html", "requirements.txt", "pyproject.toml")
+                     "code/attnbook/**/*.html", "requirements.txt",
+                     "requirements-student.txt", "pyproject.toml")
 FINGERPRINT_FILE = ".attnbook-fingerprint"
 #: The site's own stylesheet, script and page templates: a change to one must reach the
 #: built site though no chapter changed.
@@ -174,6 +188,115 @@ def keep_one_search_field(app: Sphinx, config: Config) -> None:
     options name ``navbar_persistent``, so every page showed a bar with a second search field.
     """
     config.html_theme_options.setdefault("navbar_persistent", [])
+
+
+STUDENT_NOTE = ("<p>Student edition: the worked solutions are left out; the exercises and "
+                "their checks are all here.</p>")
+
+
+class StudentEditionBuilder(StandaloneHTMLBuilder):
+    """The site without its worked solutions (see :class:`LeaveOutSolutions`)."""
+
+    name = "student"
+    epilog = "The student edition is in %(outdir)s."
+
+
+def render_student_pages_as_html(app: Sphinx, config: Config) -> None:
+    """myst-nb chooses each cell output's format (an SVG, a PNG, HTML) by the builder's name,
+    and knows no ``student``: give it the ``html`` builder's choices. Added in every build,
+    so the configuration, and with it the saved environment, is the same for both."""
+    from myst_nb.core.render import base_render_priority
+
+    html = base_render_priority()["html"]
+    config.nb_mime_priority_overrides = [
+        *config.nb_mime_priority_overrides,
+        *((StudentEditionBuilder.name, mime, priority) for mime, priority in html.items())]
+
+
+def name_student_edition(app: Sphinx, pagename: str, templatename: str, context: dict,
+                         doctree: object) -> None:
+    """Every page of the student edition says in its footer what it leaves out."""
+    if app.builder.name == StudentEditionBuilder.name:
+        context["theme_extra_footer"] = (context.get("theme_extra_footer") or "") \
+            + STUDENT_NOTE
+
+
+_SOLUTION = re.compile(r"^```\{solution-start\}.*?^```\{solution-end\}\n```[ \t]*(?:\n|\Z)",
+                       re.MULTILINE | re.DOTALL)
+_SOLUTION_START = re.compile(r"^```\{solution-start\}", re.MULTILINE)
+_SOLUTION_END = re.compile(r"^```\{solution-end\}\n```[ \t]*(?:\n|\Z)", re.MULTILINE)
+
+
+def without_solutions(text: str) -> str:
+    """A chapter's MyST source without its worked solutions: each gated block from
+    ``{solution-start}`` to the fence closing ``{solution-end}``, both included.
+
+    Raises:
+        ValueError: a ``{solution-start}`` with no ``{solution-end}`` after it.
+    """
+    text = _SOLUTION.sub("", text)
+    if _SOLUTION_START.search(text) or _SOLUTION_END.search(text):
+        raise ValueError("text has a {solution-start} without its {solution-end} (or the "
+                         "other way round): the solution cannot be left out")
+    return text
+
+
+def notebook_without_solutions(notebook: object) -> object:
+    """The notebook of a chapter without its worked solutions: every cell from the markdown
+    that opens a solution to the one that closes it, keeping what those two cells say
+    before the opening and after the closing. Changes ``notebook`` and returns it.
+
+    Raises:
+        ValueError: a solution that opens and never closes.
+    """
+    kept, inside = [], False
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            if not inside:
+                kept.append(cell)
+            continue
+        text, parts = cell.source, []
+        while text:
+            if inside:
+                end = _SOLUTION_END.search(text)
+                if end is None:
+                    text = ""
+                    break
+                text, inside = text[end.end():], False
+            else:
+                start = _SOLUTION_START.search(text)
+                if start is None:
+                    parts.append(text)
+                    break
+                parts.append(text[:start.start()])
+                text, inside = text[start.start():], True
+                text = text[text.index("\n") + 1:] if "\n" in text else ""
+        source = "".join(parts).strip("\n")
+        if source:
+            cell.source = source
+            kept.append(cell)
+    if inside:
+        raise ValueError("notebook has a {solution-start} without its {solution-end}: the "
+                         "solution cannot be left out")
+    notebook.cells = kept
+    return notebook
+
+
+def strip_sources_of_solutions(app: Sphinx, exception: Exception | None) -> None:
+    """In the student edition, leave the worked solutions out of the chapters' sources and
+    notebooks that the pages offer for download (``_sources/``)."""
+    if exception is not None or app.builder.name != StudentEditionBuilder.name:
+        return
+    import nbformat
+
+    sources = Path(app.outdir) / "_sources"
+    for path in sorted(sources.rglob("*.md")) + sorted(sources.rglob("*.md.txt")):
+        text = path.read_text()
+        if "{solution-start}" in text:
+            path.write_text(without_solutions(text))
+    for path in sorted(sources.rglob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.write(notebook_without_solutions(notebook), path)
 
 
 def mathjax_source() -> Path:
@@ -424,6 +547,20 @@ class LinkFiguresToTheirFile(SphinxPostTransform):
             link += image
 
 
+class LeaveOutSolutions(SphinxPostTransform):
+    """In the student edition, remove every worked solution (sphinx-exercise's merged
+    ``solution_node``) from the page."""
+
+    builders = (StudentEditionBuilder.name,)
+    default_priority = 5  # before the other post-transforms look at the page
+
+    def run(self, **kwargs: object) -> None:
+        from sphinx_exercise.nodes import solution_node
+
+        for solution in list(self.document.findall(solution_node)):
+            solution.parent.remove(solution)
+
+
 class DropEmptySectionsInPrint(SphinxPostTransform):
     """Leave out of the PDF a section that has nothing left but its title.
 
@@ -479,6 +616,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     # A change to this file changes this value, and Sphinx then writes every page again.
     own_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     app.add_config_value("attnbook_sphinx_hash", own_hash, "html")
+    app.add_builder(StudentEditionBuilder)
+    app.connect("config-inited", render_student_pages_as_html)
     for key, value in KERNEL_ENV.items():
         os.environ.setdefault(key, value)
     # The converted SmolLM2 lives in the checkout's .cache, as the Makefile and tests say.
@@ -495,8 +634,11 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("html-page-context", fix_citation_list_role)
     app.connect("html-page-context", name_cell_toggles_by_their_text)
+    app.connect("html-page-context", name_student_edition)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", link_pdf_when_built)
+    app.connect("build-finished", strip_sources_of_solutions)
+    app.add_post_transform(LeaveOutSolutions)
     app.add_post_transform(DropEmptySectionsInPrint)
     app.add_post_transform(MarkStartersTodo)
     app.add_post_transform(KeepPunctuationWithMaths)

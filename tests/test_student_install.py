@@ -1,0 +1,98 @@
+"""The light student install: ``requirements-student.txt`` alone does every exercise.
+
+A fresh virtual environment gets only that file (``pip install -r requirements-student.txt``,
+from a copy of the package's files, as a student's checkout has them). Every folder of
+``exercises/`` is then graded in it with the reference solutions
+(``tests/exercise_solutions/``), as a student's ``python -m attnbook.grade`` would run, and
+must earn every point; and none of the book's build or test tools is there. The install
+needs the package registries (pip's cache serves what ``make book`` already downloaded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+SOLUTIONS = ROOT / "tests" / "exercise_solutions"
+#: What a student's checkout needs for ``pip install -r requirements-student.txt``.
+PACKAGE_FILES = ("requirements-student.txt", "pyproject.toml", "README.md", "code")
+#: The book's tools, which the light install must leave out.
+BOOK_ONLY = ("sphinx", "jupyter_book", "myst_nb", "playwright", "ipykernel", "ruff")
+
+GRADE_ALL = """
+import json, sys
+from pathlib import Path
+from attnbook.grade import grade
+exercises, solutions = Path(sys.argv[1]), Path(sys.argv[2])
+names = sorted(p.name for p in exercises.iterdir() if (p / "grading.toml").is_file())
+reports = grade([exercises / n for n in names], timeout=900,
+                solutions={n: solutions / f"{n}.py" for n in names})
+print(json.dumps({r.folder.rsplit("/", 1)[-1]: [r.score, r.max_score, r.refused]
+                  for r in reports}))
+"""
+
+
+@pytest.fixture(scope="module")
+def student_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """A fresh venv with requirements-student.txt installed, and the seconds it took."""
+    where = tmp_path_factory.mktemp("student")
+    checkout = where / "checkout"
+    checkout.mkdir()
+    for name in PACKAGE_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, checkout / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, checkout / name)
+    venv = where / "venv"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    install = subprocess.run(
+        # --no-compile: the test needs the files, not torch's bytecode written ahead.
+        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q",
+         "--no-compile", "-r", "requirements-student.txt"],
+        cwd=checkout, capture_output=True, text=True, timeout=1500)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    return venv, time.perf_counter() - start
+
+
+@pytest.mark.install
+def test_the_light_install_leaves_out_the_books_tools(student_venv):
+    venv, seconds = student_venv
+    probe = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import importlib.util, json, sys; "
+         "print(json.dumps([n for n in sys.argv[1:] if importlib.util.find_spec(n)]))",
+         *BOOK_ONLY, "torch", "attnbook", "transformers", "pytest"],
+        capture_output=True, text=True, check=True)
+    found = json.loads(probe.stdout)
+    assert found == ["torch", "attnbook", "transformers", "pytest"], found
+    print(f"requirements-student.txt installed in {seconds:.0f} s")
+
+
+@pytest.mark.install
+def test_the_light_install_does_every_exercise(student_venv, tmp_path):
+    venv, _ = student_venv
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "ATTNBOOK_CACHE": str(tmp_path / "cache"),
+           "MPLCONFIGDIR": str(tmp_path / "matplotlib")}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", GRADE_ALL, str(EXERCISES),
+                          str(SOLUTIONS)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    scores = json.loads(run.stdout.strip().splitlines()[-1])
+    folders = sorted(p.name for p in EXERCISES.iterdir() if (p / "grading.toml").is_file())
+    assert sorted(scores) == folders
+    short = {name: s for name, s in scores.items() if s[0] != s[1] or s[2]}
+    assert not short, f"folders short of full points in the light install: {short}"
