@@ -147,10 +147,11 @@ def cross_attend(cross: MultiHeadAttention, x: Tensor, memory: Sequence[Tensor],
     """Cross-attention from the text ``x`` ``(B, T, d_model)`` to the sound ``memory``.
 
     ``memory`` is the ``(keys, values)`` pair of :func:`cross_keys_values`. Only the
-    queries are projected here, so a decoding step with ``T = 1`` costs two ``d_model``
-    x ``d_model`` products and a pass over the ``A`` audio positions. No mask: the sound
-    was all recorded before the first word was written, so nothing in it lies in the
-    text's future.
+    queries are projected here, so a decoding step with ``T = 1`` costs two products of a
+    vector with a ``d_model`` x ``d_model`` matrix (the query and output projections) and
+    two passes over the ``A`` audio positions (the scores and the weighted sum). No mask:
+    the sound was all recorded before the first word was written, so nothing in it lies
+    in the text's future.
 
     Returns:
         ``AttentionOutput``: the output ``(B, T, d_model)`` after ``cross.out_proj``, and

@@ -16,12 +16,13 @@ tells keys recomputed at every step, or taken from the text, from right ones.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .._validate import require_function
 from ..attention import attention
@@ -172,8 +173,15 @@ _ONCE_HINT = (
 )
 _steps_hint = error_hints(
     (RuntimeError, "must match",
-     "the text and the sound have different lengths (T and A): split each with its own "
+     "the text and the sound have different lengths (T and S): split each with its own "
      "length, `x.shape[1]`, or with `cross.split_heads(x)`."),
+    (RuntimeError, "invalid for input",
+     "read the heads from the layer, `cross.num_heads` heads of `cross.d_head`, not from "
+     "the chapter's Whisper (6 of 64): the checks use other sizes. `cross.split_heads(x)` "
+     "and `cross.merge_heads(x)` do the reshaping for you."),
+    (RuntimeError, "unflatten",
+     "read the heads from the layer, `cross.num_heads` heads of `cross.d_head`, not from "
+     "the chapter's Whisper (6 of 64): the checks use other sizes."),
     (RuntimeError, "view", "after a transpose the tensor is no longer contiguous: use "
      "`.reshape(...)` or `.flatten(-2)` instead of `.view`."),
 )
@@ -188,62 +196,78 @@ class _Watched:
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             self.inputs[name] = []
             self.hooks.append(getattr(layer, name).register_forward_hook(
-                lambda module, args, output, seen=self.inputs[name]:
-                seen.append(args[0].detach().clone())))
+                functools.partial(self._record, self.inputs[name]), with_kwargs=True))
+
+    @staticmethod
+    def _record(seen: list[Tensor], module: nn.Module, args: tuple, kwargs: dict,
+                output: object) -> None:
+        given = args[0] if args else kwargs.get("input")
+        if isinstance(given, Tensor):
+            seen.append(given.detach().clone())
 
     def remove(self) -> None:
         for hook in self.hooks:
             hook.remove()
 
 
-def _is_part_of(x: Tensor, whole: Tensor) -> bool:
-    """Whether ``x`` is ``whole`` or a run of its positions, ``whole[:, i:j]``."""
-    if x.dim() != 3 or x.shape[0] != whole.shape[0] or x.shape[2] != whole.shape[2]:
-        return False
-    n = x.shape[1]
-    return any(torch.equal(x, whole[:, i:i + n]) for i in range(whole.shape[1] - n + 1))
+def _rows(x: Tensor, width: int) -> list[bytes]:
+    """The vectors ``x`` holds, ``(..., width)``, each as its bytes in float32."""
+    flat = x.detach().to(torch.float32).reshape(-1, width).contiguous()
+    return [row.numpy().tobytes() for row in flat]
 
 
 def _check_projections(seen: dict[str, list[Tensor]], sound: Tensor, text: Tensor) -> None:
-    """Raise a Mismatch naming the first projection that ran on the wrong input, or as
-    often as it should not."""
-    T = text.shape[1]
+    """Raise a Mismatch naming the first projection that never ran, ran on the wrong
+    vectors, or ran on an audio position more than once. Each projection's input is read
+    as vectors, so any shape works: the sound whole, one clip of it, a text position
+    ``text[:, t]`` or ``text[:, t:t + 1]``."""
+    T, d_model = text.shape[1], text.shape[-1]
+    sound_rows = {row: i for i, row in enumerate(_rows(sound, d_model))}
+    text_rows = {row: i for i, row in enumerate(_rows(text, d_model))}
     for name, what in (("k_proj", "keys"), ("v_proj", "values")):
-        calls = seen[name]
-        if not calls:
+        if not seen[name]:
             raise Mismatch(f"cross.{name} never ran, so the check cannot see where the "
                            f"{what} come from",
-                           hint=f"compute the {what} as `cross.{name}(sound)` (the check "
-                                f"watches each projection run, so call the layer's own "
-                                f"modules rather than their weights).")
-        for given in calls:
-            if not torch.equal(given, sound):
-                source = ("the text" if _is_part_of(given, text) else
+                           hint=f"compute the {what} as `cross.{name}(sound)`: call the "
+                                f"module itself, as the check watches each projection run "
+                                f"(not `.forward`, `F.linear` or its weights).")
+    for name in ("k_proj", "v_proj"):
+        times: dict[int, int] = {}
+        for given in seen[name]:
+            rows = _rows(given, d_model)
+            if not all(row in sound_rows for row in rows):
+                source = ("the text" if all(row in text_rows for row in rows) else
                           "something that is neither the sound nor the text")
                 raise Mismatch(f"cross.{name} was given {source}, shape "
                                f"{tuple(given.shape)}, not the sound {tuple(sound.shape)}",
                                hint=_FROM_THE_SOUND)
-        if len(calls) > 1:
-            raise Mismatch(f"cross.{name} projected the sound {len(calls)} times for "
-                           f"{T} steps, not once", hint=_ONCE_HINT)
-    queries = seen["q_proj"]
-    if any(not _is_part_of(given, text) for given in queries):
-        raise Mismatch("cross.q_proj was given something other than the text",
-                       hint="the queries come from the text being written, one position a "
-                            "step: `cross.q_proj(text[:, t:t + 1])`.")
-    if [given.shape[1] for given in queries] != [1] * T:
-        raise Mismatch(f"cross.q_proj ran on {[given.shape[1] for given in queries]} text "
-                       f"positions per call, not on one position at each of the {T} steps",
+            for row in rows:
+                times[sound_rows[row]] = times.get(sound_rows[row], 0) + 1
+        if max(times.values()) > 1:
+            raise Mismatch(f"cross.{name} projected the sound {max(times.values())} times "
+                           f"for {T} steps, not once", hint=_ONCE_HINT)
+    per_call = []
+    for given in seen["q_proj"]:
+        rows = _rows(given, d_model)
+        if not all(row in text_rows for row in rows):
+            raise Mismatch("cross.q_proj was given something other than the text",
+                           hint="the queries come from the text being written, one position "
+                                "a step: `cross.q_proj(text[:, t:t + 1])`.")
+        clips = [text_rows[row] // T for row in rows]
+        per_call.append(max(clips.count(clip) for clip in set(clips)))
+    if not per_call or max(per_call) > 1:
+        raise Mismatch(f"cross.q_proj ran on {per_call} text positions of a clip per call, "
+                       f"not on one position at each of the {T} steps",
                        hint="a decoder has one new text position a step (the next token "
                             "does not exist until this one is chosen): project "
-                            "`text[:, t:t + 1]` inside the loop.")
+                            "`text[:, t:t + 1]` inside the loop, with `cross.q_proj`.")
 
 
 def check_cross_attention_steps(steps_fn: Callable) -> None:
     """Check ``steps_fn(cross, sound, text) -> output``: cross-attention as a decoder runs it.
 
     The exercise ``whisper-ex4`` of the chapter ``whisper``: ``cross`` is a
-    :class:`~attnbook.layers.MultiHeadAttention`, ``sound`` ``(B, A, d_model)`` the
+    :class:`~attnbook.layers.MultiHeadAttention`, ``sound`` ``(B, S, d_model)`` the
     encoder's output and ``text`` ``(B, T, d_model)`` the decoder's vectors where
     cross-attention reads them. The function projects the sound into keys and values once,
     then at each of ``T`` steps projects one text position into queries, attends to every
@@ -263,11 +287,11 @@ def check_cross_attention_steps(steps_fn: Callable) -> None:
     checks = Checks("check_cross_attention_steps", _steps_hint)
     name = name_of(steps_fn)
 
-    def run(B: int, A: int, T: int, d_model: int, h: int, seed: int) -> None:
+    def run(B: int, S: int, T: int, d_model: int, h: int, seed: int) -> None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             cross = MultiHeadAttention(d_model, h)
-        sound = randn(B, A, d_model, seed=seed + 1, scale=1.5)
+        sound = randn(B, S, d_model, seed=seed + 1, scale=1.5)
         text = randn(B, T, d_model, seed=seed + 2, scale=1.5)
         call = f"{name}(cross, sound, text)"
         watched = _Watched(cross)
@@ -281,8 +305,8 @@ def check_cross_attention_steps(steps_fn: Callable) -> None:
             expected = cross_attend(cross, text, cross_keys_values(cross, sound)).output
             d_head = d_model // h
             q = cross.split_heads(cross.q_proj(text))  # (B, h, T, d_head)
-            k, v = cross_keys_values(cross, sound)  # (B, h, A, d_head) each
-            T_by_A = torch.ones(T, A, dtype=torch.bool)
+            k, v = cross_keys_values(cross, sound)  # (B, h, S, d_head) each
+            T_by_S = torch.ones(T, S, dtype=torch.bool)
 
             def wrong(mask: Tensor | None = None, scale: float | None = None, *,
                       project: bool = True, one_head: bool = False) -> Tensor:
@@ -297,10 +321,10 @@ def check_cross_attention_steps(steps_fn: Callable) -> None:
                 ("no mask on the sound: `is_causal=True` aligns its mask top-left, so a "
                  "step's one query sees audio position 0 only. The whole clip was recorded "
                  "before the first word, so every step may attend to all of it.",
-                 lambda: wrong(torch.tril(T_by_A[:1]).expand(T, A))),
+                 lambda: wrong(torch.tril(T_by_S[:1]).expand(T, S))),
                 ("no mask on the sound: step t may attend to every audio position, not "
                  "only to positions 0 .. t. Nothing in the sound lies in the text's future.",
-                 lambda: wrong(torch.tril(T_by_A))),
+                 lambda: wrong(torch.tril(T_by_S))),
                 (f"the scores are not scaled: divide q k^T by sqrt(d_head) = sqrt({d_head}) "
                  f"before the softmax.", lambda: wrong(scale=1.0)),
                 (f"scale by 1/sqrt(d_head) = 1/sqrt({d_head}), the width of one head, not by "
