@@ -29,12 +29,14 @@ PDF_NAME := attention-computed.pdf
 TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
 	fonts-freefont-otf fonts-dejavu-core poppler-utils
 
-.PHONY: help book student pdf test test-fast test-compat bench lint serve clean chromium tex
+.PHONY: help book student student-kit pdf test test-fast test-compat bench lint serve clean chromium tex
 
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
 	@echo "make student    the student edition, without the worked solutions, into"
 	@echo "                $(BUILD)/student (after make book it only writes the pages)"
+	@echo "make student-kit what a course hands out: the package, requirements-student.txt"
+	@echo "                and the exercise folders, in $(BUILD)/student-kit"
 	@echo "make test       run the whole test suite (lint, package, book build, Chromium, PDF,"
 	@echo "                and every chapter again in a perturbed numeric environment)"
 	@echo "make test-fast  lint and the package's tests only: no book, browser, chapter runs"
@@ -68,6 +70,16 @@ book: $(INSTALLED)
 	@echo "or run 'make serve' and visit http://localhost:$(PORT)"
 	@test -f $(BUILD)/html/$(PDF_NAME) || echo "The PDF that the front page links to is not" \
 		"built yet: 'make pdf' adds it."
+
+#: What a student of a course gets: the package, the light install's pins and the exercise
+#: folders; not the chapters (their worked solutions) nor tests/ (the reference solutions).
+KIT_FILES := README.md pyproject.toml requirements-student.txt code exercises
+student-kit:
+	rm -rf $(BUILD)/student-kit && mkdir -p $(BUILD)/student-kit
+	tar -cf - --exclude=__pycache__ --exclude='*.egg-info' $(KIT_FILES) | \
+		tar -xf - -C $(BUILD)/student-kit
+	@echo "The student kit is in $(abspath $(BUILD))/student-kit: there, run"
+	@echo "  python3.11 -m venv .venv && .venv/bin/pip install -r requirements-student.txt"
 
 #: The site without the worked solutions. The builder ``student`` (book/_ext) shares the saved
 #: environment and the execution cache with ``make book``.

@@ -601,6 +601,11 @@ def test_the_student_edition_has_every_exercise_and_no_worked_solution(
         assert len(full.select("main .solution")) == opened, page
         assert not student.select("main .solution"), page
         assert len(student.select("main .exercise")) == len(full.select("main .exercise"))
+        # The site's own repairs reach the student pages too, outside the solutions.
+        for selector in (".attnbook-todo", ".attnbook-nowrap", "a.attnbook-figure-link"):
+            outside = [tag for tag in full.select(f"main {selector}")
+                       if tag.find_parent(class_="solution") is None]
+            assert len(student.select(f"main {selector}")) == len(outside), (page, selector)
         full_text = full.select_one("main").get_text()
         student_text = student.select_one("main").get_text()
         for line in solution_only_lines(source):
@@ -613,4 +618,8 @@ def test_the_student_edition_has_every_exercise_and_no_worked_solution(
             for line in solution_only_lines(source):
                 assert json.dumps(line)[1:-1] not in text and line not in text, (offered, line)
     assert checked >= 40, checked  # the solutions with code, in every chapter that has them
+    # No PDF in the student edition (the PDF is the full one): its front page says so.
+    intro = (STUDENT / "book" / "intro.html").read_text(encoding="utf-8")
+    assert not (STUDENT / attnbook_sphinx.PDF_NAME).exists()
+    assert attnbook_sphinx.PDF_ABSENT in intro and attnbook_sphinx.PDF_LINK not in intro
     print(f"the student edition: built in {seconds:.0f} s, {checked} solutions' code checked")

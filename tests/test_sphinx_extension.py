@@ -360,6 +360,19 @@ def test_the_student_sources_keep_the_exercise_and_lose_the_solutions() -> None:
     with pytest.raises(ValueError, match="without its"):
         attnbook_sphinx.without_solutions(CHAPTER_WITH_SOLUTIONS.rsplit("```{solution-end}",
                                                                         1)[0])
+    # Windows line endings, colon fences and longer fences are stripped the same way.
+    assert attnbook_sphinx.without_solutions(CHAPTER_WITH_SOLUTIONS.replace("\n", "\r\n")) \
+        == stripped.replace("\n", "\r\n")
+    colons = (":::{solution-start} x-ex1\nThe worked answer.\n:::\n\n:::{solution-end}\n:::\n"
+              "After.\n")
+    assert attnbook_sphinx.without_solutions(colons) == "After.\n"
+    fours = "````{solution-start} x-ex1\n````\nThe worked answer.\n````{solution-end}\n````\n"
+    assert attnbook_sphinx.without_solutions(fours) == ""
+    # What it cannot strip, it refuses: the student edition never offers a solution.
+    for form in ("```{solution} x-ex1\nThe worked answer.\n```\n",
+                 "```{solution-end}\n```\n", "```{solution-start} x\n```\nopen\n"):
+        with pytest.raises(ValueError, match="solution"):
+            attnbook_sphinx.without_solutions(form)
 
 
 def test_the_student_notebooks_keep_the_exercise_and_lose_the_solutions() -> None:
@@ -379,6 +392,23 @@ def test_the_student_notebooks_keep_the_exercise_and_lose_the_solutions() -> Non
                               fmt="myst")
     with pytest.raises(ValueError, match="without its"):
         attnbook_sphinx.notebook_without_solutions(unclosed)
+    # A notebook without solutions comes back as it was, blank lines and all.
+    plain = jupytext.reads("# Title\n\n\nText.\n\n```{code-cell} ipython3\nx = 1\n```\n",
+                           fmt="myst")
+    before = [cell.source for cell in plain.cells]
+    assert [c.source for c in attnbook_sphinx.notebook_without_solutions(plain).cells] == before
+
+
+def test_an_offered_source_that_cannot_be_stripped_is_not_offered(tmp_path: Path) -> None:
+    sources = tmp_path / "_sources" / "book"
+    sources.mkdir(parents=True)
+    (sources / "good.md").write_text(CHAPTER_WITH_SOLUTIONS, encoding="utf-8")
+    (sources / "bad.md").write_text("```{solution} x\nThe worked answer.\n```\n")
+    attnbook_sphinx.strip_offered_sources(tmp_path, "book/good")
+    assert "worked answer" not in (sources / "good.md").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot leave it out"):
+        attnbook_sphinx.strip_offered_sources(tmp_path, "book/bad")
+    assert not (sources / "bad.md").exists()
 
 
 def test_the_student_edition_removes_every_solution_from_a_page() -> None:

@@ -1,18 +1,19 @@
-"""The light student install: ``requirements-student.txt`` alone does every exercise.
+"""The student kit and the light install: what a course hands out does every exercise.
 
-A fresh virtual environment gets only that file (``pip install -r requirements-student.txt``,
-from a copy of the package's files, as a student's checkout has them). Every folder of
-``exercises/`` is then graded in it with the reference solutions
-(``tests/exercise_solutions/``), as a student's ``python -m attnbook.grade`` would run, and
-must earn every point; and none of the book's build or test tools is there. The install
-needs the package registries (pip's cache serves what ``make book`` already downloaded).
+``make student-kit`` puts the package, ``requirements-student.txt`` and the exercise folders
+in a folder of their own, without the chapters (their worked solutions) or the tests (the
+reference solutions). A fresh virtual environment there gets only
+``pip install -r requirements-student.txt``. Every folder of the kit is then graded in it with
+the reference solutions (``tests/exercise_solutions/``), as a student's
+``python -m attnbook.grade`` would run, and must earn every point; and none of the book's
+build or test tools is there. The install needs the package registries (pip's cache serves
+what ``make book`` already downloaded).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,8 +24,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
 SOLUTIONS = ROOT / "tests" / "exercise_solutions"
-#: What a student's checkout needs for ``pip install -r requirements-student.txt``.
-PACKAGE_FILES = ("requirements-student.txt", "pyproject.toml", "README.md", "code")
 #: The book's tools, which the light install must leave out.
 BOOK_ONLY = ("sphinx", "jupyter_book", "myst_nb", "playwright", "ipykernel", "ruff")
 
@@ -42,28 +41,43 @@ print(json.dumps({r.folder.rsplit("/", 1)[-1]: [r.score, r.max_score, r.refused]
 
 
 @pytest.fixture(scope="module")
-def student_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
-    """A fresh venv with requirements-student.txt installed, and the seconds it took."""
-    where = tmp_path_factory.mktemp("student")
-    checkout = where / "checkout"
-    checkout.mkdir()
-    for name in PACKAGE_FILES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, checkout / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, checkout / name)
-    venv = where / "venv"
+def student_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``make student-kit``, built into a temporary folder."""
+    build = tmp_path_factory.mktemp("build")
+    subprocess.run(["make", "-s", "student-kit", f"BUILD={build}"], cwd=ROOT, check=True,
+                   capture_output=True, text=True)
+    return build / "student-kit"
+
+
+@pytest.fixture(scope="module")
+def student_venv(student_kit: Path) -> tuple[Path, float]:
+    """A fresh venv in the kit with requirements-student.txt installed, and the seconds it
+    took."""
+    venv = student_kit.parent / "venv"
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     install = subprocess.run(
         # --no-compile: the test needs the files, not torch's bytecode written ahead.
         [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q",
          "--no-compile", "-r", "requirements-student.txt"],
-        cwd=checkout, capture_output=True, text=True, timeout=1500)
+        cwd=student_kit, capture_output=True, text=True, timeout=1500)
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     return venv, time.perf_counter() - start
+
+
+@pytest.mark.install
+def test_the_kit_holds_the_folders_and_no_solution(student_kit: Path) -> None:
+    assert sorted(p.name for p in student_kit.iterdir()) == [
+        "README.md", "code", "exercises", "pyproject.toml", "requirements-student.txt"]
+    folders = sorted(p.name for p in (student_kit / "exercises").iterdir() if p.is_dir())
+    assert folders == sorted(p.name for p in EXERCISES.iterdir()
+                             if (p / "grading.toml").is_file())
+    for name in folders:  # each stub is the committed one, still to be written
+        stub = (student_kit / "exercises" / name / "solution.py").read_text()
+        assert "raise NotImplementedError" in stub, name
+    texts = [p.read_text(errors="replace") for p in student_kit.rglob("*") if p.is_file()
+             and p.suffix in {".py", ".md", ".toml", ".txt"}]
+    assert not any("{solution-start}" in text for text in texts)
 
 
 @pytest.mark.install
@@ -81,15 +95,15 @@ def test_the_light_install_leaves_out_the_books_tools(student_venv):
 
 
 @pytest.mark.install
-def test_the_light_install_does_every_exercise(student_venv, tmp_path):
+def test_the_light_install_does_every_exercise(student_kit, student_venv, tmp_path):
     venv, _ = student_venv
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "ATTNBOOK_CACHE": str(tmp_path / "cache"),
            "MPLCONFIGDIR": str(tmp_path / "matplotlib")}
     env.pop("PYTHONPATH", None)
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", GRADE_ALL, str(EXERCISES),
-                          str(SOLUTIONS)], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=1200)
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", GRADE_ALL,
+                          str(student_kit / "exercises"), str(SOLUTIONS)], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     scores = json.loads(run.stdout.strip().splitlines()[-1])
     folders = sorted(p.name for p in EXERCISES.iterdir() if (p / "grading.toml").is_file())

@@ -42,8 +42,8 @@ the builder ``student`` (:class:`StudentEditionBuilder`, ``make student``)
     (sphinx-exercise's own ``hide_solutions`` drops only the opening of a gated solution,
     and the solution's text and code would show); :func:`render_student_pages_as_html`
     lets myst-nb render its outputs as for the site, :func:`name_student_edition` names the
-    edition in every footer, and :func:`strip_sources_of_solutions` strips the chapters' sources and
-    notebooks it offers for download.
+    edition in every footer, and the builder strips the chapters' sources and notebooks it
+    offers for download (:func:`strip_offered_sources`).
 
 post-transform :class:`DropEmptySectionsInPrint`
     In the PDF, citations are footnotes on their pages, so each chapter's "References"
@@ -195,10 +195,18 @@ STUDENT_NOTE = ("<p>Student edition: the worked solutions are left out; the exer
 
 
 class StudentEditionBuilder(StandaloneHTMLBuilder):
-    """The site without its worked solutions (see :class:`LeaveOutSolutions`)."""
+    """The site without its worked solutions (see :class:`LeaveOutSolutions`). Each page's
+    offered source and notebook are stripped of them as soon as the page is written
+    (:func:`strip_offered_sources`), so not even a failed build leaves one behind."""
 
     name = "student"
     epilog = "The student edition is in %(outdir)s."
+
+    def handle_page(self, pagename: str, *args: object, **kwargs: object) -> None:
+        try:
+            super().handle_page(pagename, *args, **kwargs)
+        finally:
+            strip_offered_sources(Path(self.outdir), pagename)
 
 
 def render_student_pages_as_html(app: Sphinx, config: Config) -> None:
@@ -221,82 +229,112 @@ def name_student_edition(app: Sphinx, pagename: str, templatename: str, context:
             + STUDENT_NOTE
 
 
-_SOLUTION = re.compile(r"^```\{solution-start\}.*?^```\{solution-end\}\n```[ \t]*(?:\n|\Z)",
-                       re.MULTILINE | re.DOTALL)
-_SOLUTION_START = re.compile(r"^```\{solution-start\}", re.MULTILINE)
-_SOLUTION_END = re.compile(r"^```\{solution-end\}\n```[ \t]*(?:\n|\Z)", re.MULTILINE)
+#: The lines that open and close a gated worked solution (backtick or colon fences).
+_OPENS = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution-start\}")
+_CLOSES = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution-end\}")
+#: Any solution directive: none may be left once the gated blocks are out.
+_ANY_SOLUTION = re.compile(r"\{solution(?:-start|-end)?\}")
+
+
+class _SolutionStripper:
+    """Drops the lines of gated worked solutions, fed line by line across the cells of a
+    notebook or the lines of a MyST file: from a ``{solution-start}`` line to the fence
+    that closes its ``{solution-end}``."""
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.closing: str | None = None  # the fence that closes a {solution-end} just read
+
+    def feed(self, lines: list[str]) -> list[str]:
+        kept = []
+        for line in lines:
+            if self.closing is not None:
+                if line.strip() == self.closing:
+                    self.closing = None
+                elif line.strip() and not line.strip().startswith(":"):
+                    raise ValueError(f"a {{solution-end}} is not closed by {self.closing}")
+            elif self.inside:
+                end = _CLOSES.match(line)
+                if end:
+                    self.inside, self.closing = False, end.group(1)
+            elif _OPENS.match(line):
+                self.inside = True
+            elif _CLOSES.match(line):
+                raise ValueError("a {solution-end} without its {solution-start}")
+            else:
+                kept.append(line)
+        return kept
+
+    def finish(self) -> None:
+        if self.inside or self.closing is not None:
+            raise ValueError("a {solution-start} without its {solution-end}")
+
+
+def _refuse_what_is_left(text: str) -> None:
+    if _ANY_SOLUTION.search(text):
+        raise ValueError("a worked solution that is not a gated {solution-start} .. "
+                         "{solution-end} block: the student edition cannot leave it out")
 
 
 def without_solutions(text: str) -> str:
-    """A chapter's MyST source without its worked solutions: each gated block from
-    ``{solution-start}`` to the fence closing ``{solution-end}``, both included.
+    """A chapter's MyST source without its worked solutions: each gated block from the
+    ``{solution-start}`` line to the fence closing its ``{solution-end}``.
 
     Raises:
-        ValueError: a ``{solution-start}`` with no ``{solution-end}`` after it.
+        ValueError: an unbalanced block, or a solution in another form (the student
+            edition fails rather than leave one in).
     """
-    text = _SOLUTION.sub("", text)
-    if _SOLUTION_START.search(text) or _SOLUTION_END.search(text):
-        raise ValueError("text has a {solution-start} without its {solution-end} (or the "
-                         "other way round): the solution cannot be left out")
-    return text
+    stripper = _SolutionStripper()
+    kept = "".join(stripper.feed(text.splitlines(keepends=True)))
+    stripper.finish()
+    _refuse_what_is_left(kept)
+    return kept
 
 
 def notebook_without_solutions(notebook: object) -> object:
-    """The notebook of a chapter without its worked solutions: every cell from the markdown
-    that opens a solution to the one that closes it, keeping what those two cells say
-    before the opening and after the closing. Changes ``notebook`` and returns it.
+    """The notebook of a chapter without its worked solutions: the cells inside a gated
+    block, and the lines of the markdown cells that open and close it. Cells without a
+    solution are left as they are. Changes ``notebook`` and returns it.
 
     Raises:
-        ValueError: a solution that opens and never closes.
+        ValueError: as :func:`without_solutions`.
     """
-    kept, inside = [], False
+    stripper, kept = _SolutionStripper(), []
     for cell in notebook.cells:
         if cell.cell_type != "markdown":
-            if not inside:
+            if not stripper.inside:
                 kept.append(cell)
             continue
-        text, parts = cell.source, []
-        while text:
-            if inside:
-                end = _SOLUTION_END.search(text)
-                if end is None:
-                    text = ""
-                    break
-                text, inside = text[end.end():], False
-            else:
-                start = _SOLUTION_START.search(text)
-                if start is None:
-                    parts.append(text)
-                    break
-                parts.append(text[:start.start()])
-                text, inside = text[start.start():], True
-                text = text[text.index("\n") + 1:] if "\n" in text else ""
-        source = "".join(parts).strip("\n")
-        if source:
+        if not stripper.inside and not _ANY_SOLUTION.search(cell.source):
+            kept.append(cell)
+            continue
+        source = "".join(stripper.feed(cell.source.splitlines(keepends=True))).strip("\n")
+        _refuse_what_is_left(source)
+        if source.strip():
             cell.source = source
             kept.append(cell)
-    if inside:
-        raise ValueError("notebook has a {solution-start} without its {solution-end}: the "
-                         "solution cannot be left out")
+    stripper.finish()
     notebook.cells = kept
     return notebook
 
 
-def strip_sources_of_solutions(app: Sphinx, exception: Exception | None) -> None:
-    """In the student edition, leave the worked solutions out of the chapters' sources and
-    notebooks that the pages offer for download (``_sources/``)."""
-    if exception is not None or app.builder.name != StudentEditionBuilder.name:
-        return
+def strip_offered_sources(outdir: Path, pagename: str) -> None:
+    """Leave the worked solutions out of the source and notebook offered for a page
+    (``_sources/<page>.md``, ``.ipynb``). A file that cannot be stripped is deleted, and
+    the error raised: the student edition never offers a solution."""
     import nbformat
 
-    sources = Path(app.outdir) / "_sources"
-    for path in sorted(sources.rglob("*.md")) + sorted(sources.rglob("*.md.txt")):
-        text = path.read_text()
-        if "{solution-start}" in text:
-            path.write_text(without_solutions(text))
-    for path in sorted(sources.rglob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
-        nbformat.write(notebook_without_solutions(notebook), path)
+    for path in sorted((outdir / "_sources").glob(f"{pagename}.*")):
+        try:
+            if path.suffix == ".ipynb":
+                notebook = nbformat.read(path, as_version=4)
+                nbformat.write(notebook_without_solutions(notebook), path)
+            else:
+                path.write_text(without_solutions(path.read_text(encoding="utf-8")),
+                                encoding="utf-8")
+        except Exception:
+            path.unlink()
+            raise
 
 
 def mathjax_source() -> Path:
@@ -354,7 +392,7 @@ def point_pdf_link(site: Path) -> bool:
 
 
 def link_pdf_when_built(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.name != "html":
+    if exception is not None or app.builder.format != "html":
         return
     if (Path(app.outdir) / "book" / "intro.html").is_file():
         try:
@@ -451,7 +489,7 @@ class MarkStartersTodo(SphinxPostTransform):
     book's stylesheet shows that as an instruction, not in the red frame of an error.
     """
 
-    builders = ("html",)
+    formats = ("html",)  # the site and the student edition
     default_priority = 200
 
     def run(self, **kwargs: object) -> None:
@@ -475,7 +513,7 @@ class KeepPunctuationWithMaths(SphinxPostTransform):
     ``span.attnbook-nowrap``, which the book's stylesheet keeps on one line.
     """
 
-    builders = ("html",)
+    formats = ("html",)  # the site and the student edition
     default_priority = 200
 
     def run(self, **kwargs: object) -> None:
@@ -521,7 +559,7 @@ class LinkFiguresToTheirFile(SphinxPostTransform):
     Sphinx links only the images that a directive scales; a cell's output is not scaled.
     """
 
-    builders = ("html",)
+    formats = ("html",)  # the site and the student edition
     default_priority = 200
 
     def run(self, **kwargs: object) -> None:
@@ -637,7 +675,6 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("html-page-context", name_student_edition)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", link_pdf_when_built)
-    app.connect("build-finished", strip_sources_of_solutions)
     app.add_post_transform(LeaveOutSolutions)
     app.add_post_transform(DropEmptySectionsInPrint)
     app.add_post_transform(MarkStartersTodo)
