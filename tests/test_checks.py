@@ -40,7 +40,7 @@ from exercise_solutions.pytorch_implementation import MySimpleAttention
 from exercise_solutions.scaling import my_softmax
 from exercise_solutions.static_embeddings import nearest_by_cosine
 from exercise_solutions.training_attention import repeat_pattern
-from exercise_solutions.whisper import my_cross_steps
+from exercise_solutions.whisper import my_cross_steps, my_word_rows
 from test_positions import papers_get_slopes
 from torch import nn
 
@@ -74,6 +74,7 @@ from attnbook.checks import (
     check_split_merge_heads,
     check_stable_softmax,
     check_window_mask,
+    check_word_rows,
     harness,
 )
 from attnbook.efficient import KVCache
@@ -1756,6 +1757,36 @@ def cross_steps_unscaled(cross, sound, text):
     return torch.cat(outputs, dim=1)
 
 
+# ----------------------------------------------------------- whisper: my_word_rows
+
+
+def word_rows_with_cumsum(prompt_length, pieces):
+    """Right: each word's first position from a running sum, as NumPy gives it."""
+    starts = prompt_length + np.cumsum([0] + [len(p) for p in pieces[:-1]])
+    return [np.arange(start - 1, start - 1 + len(p))
+            for start, p in zip(starts, pieces, strict=True)]
+
+
+def word_rows_one_late(prompt_length, pieces):
+    """Wrong: the rows where the tokens are the input."""
+    return [[r + 1 for r in word] for word in my_word_rows(prompt_length, pieces)]
+
+
+def word_rows_restarting(prompt_length, pieces):
+    """Wrong: every word counted from the end of the prompt."""
+    return [list(range(prompt_length - 1, prompt_length - 1 + len(p))) for p in pieces]
+
+
+def word_rows_without_the_prompt(prompt_length, pieces):
+    """Wrong: rows counted from 0, as if the text had no prompt before it."""
+    return my_word_rows(1, pieces)
+
+
+def word_rows_flat(prompt_length, pieces):
+    """Wrong: one flat list of rows."""
+    return [r for word in my_word_rows(prompt_length, pieces) for r in word]
+
+
 PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see below)
     (check_simple_attention, (MySimpleAttention(6),)),  # an instance rather than the class
     (check_repeat_pattern, (lambda L, period: repeat_pattern(L, period).double(),)),
@@ -1809,6 +1840,8 @@ PASSING: list[tuple[Callable, tuple]] = [  # beyond the solution files (see belo
     (check_dtw, (dtw_as_an_array,)),
     (check_cross_attention_steps, (cross_steps_with_sdpa,)),
     (check_cross_attention_steps, (my_cross_steps,)),
+    (check_word_rows, (my_word_rows,)),
+    (check_word_rows, (word_rows_with_cumsum,)),
 ]
 
 
@@ -1870,6 +1903,7 @@ SOLVED: dict[str, tuple[str, str, Callable, tuple[str, ...]]] = {
     "cache-budget-ex3": ("cache_budget", "cache-budget", check_evict_one, ("evict_one",)),
     "whisper-ex1": ("whisper", "whisper", check_dtw, ("my_dtw",)),
     "whisper-ex4": ("whisper", "whisper", check_cross_attention_steps, ("my_cross_steps",)),
+    "whisper-ex5": ("whisper", "whisper", check_word_rows, ("my_word_rows",)),
 }
 
 
@@ -2696,6 +2730,14 @@ WRONG: list[tuple[str, Callable, tuple, list[str]]] = [
      ["check 1", "wrong values in the output", "aligns its mask top-left"]),
     ("cross steps unscaled", check_cross_attention_steps, (cross_steps_unscaled,),
      ["check 1", "wrong values in the output", "the scores are not scaled"]),
+    ("word rows one late", check_word_rows, (word_rows_one_late,),
+     ["check 1", "expected: [[1], [2], [3]]", "got:      [[2], [3], [4]]", "one row late"]),
+    ("word rows restarting", check_word_rows, (word_rows_restarting,),
+     ["check 1", "got:      [[1], [1], [1]]", "keep a running position"]),
+    ("word rows without the prompt", check_word_rows, (word_rows_without_the_prompt,),
+     ["check 1", "got:      [[0], [1], [2]]", "count the prompt"]),
+    ("word rows flat", check_word_rows, (word_rows_flat,),
+     ["check 1", "got:      [1, 2, 3]", "one list of rows a word"]),
 ]
 
 
@@ -2737,6 +2779,7 @@ READER_CALLS = [
     (check_prefix_matching_score, 2), (check_mean_ablation, 3), (check_copying_score, 4),
     (check_padded_causal_mask, 2), (check_peeks_ahead, 2), (check_quantize_keys, 3),
     (check_evict_one, 4), (check_dtw, 1), (check_cross_attention_steps, 1),
+    (check_word_rows, 1),
 ]
 
 
@@ -2899,6 +2942,7 @@ def test_the_reader_gets_fresh_copies():
     (check_evict_one, "evict_fn"),
     (check_dtw, "dtw_fn"),
     (check_cross_attention_steps, "steps_fn"),
+    (check_word_rows, "rows_fn"),
 ])
 @pytest.mark.parametrize("bad", [None, 3, "my_softmax", torch.zeros(3), nn.Softmax])
 def test_a_function_checker_refuses_what_is_not_a_function(checker, argument, bad):

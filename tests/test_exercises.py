@@ -101,6 +101,7 @@ FOLDERS: dict[str, tuple[str, str, dict[str, Callable[[ModuleType], object]]]] =
         "my_dtw": lambda m: m.my_dtw(torch.rand(2, 3).numpy()),
         "my_cross_steps": lambda m: m.my_cross_steps(
             MultiHeadAttention(8, 2), torch.randn(1, 6, 8), torch.randn(1, 3, 8)),
+        "my_word_rows": lambda m: m.my_word_rows(2, [[400], [500, 501]]),
     }),
 }
 

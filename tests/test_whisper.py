@@ -452,3 +452,18 @@ def test_word_times_reads_the_rows_that_predict():
     # Word 0 starts where the path does, at position 0; the others where their row does.
     expected = np.array([0] + [10 * (i + 1) for i in range(1, count)]) / 50
     assert np.array_equal(found[:, 0], expected)  # exact: positions over 50
+
+
+def test_the_rows_that_predict_a_word_start_one_before_its_tokens():
+    # The chapter's prompt of two tokens: row 1 (its last) predicts the first word.
+    assert W.predicting_rows(2, [[400], [500, 501], [600]]) == [[1], [2, 3], [4]]
+    assert W.predicting_rows(1, [[7, 8, 9]]) == [[0, 1, 2]]
+    assert W.predicting_rows(3, []) == []
+    with pytest.raises(ValueError, match="prompt_length must be"):
+        W.predicting_rows(0, [[1]])
+    with pytest.raises(ValueError, match="at least one per word"):
+        W.predicting_rows(2, [[1], []])
+    with pytest.raises(TypeError, match="pieces must be a list"):
+        W.predicting_rows(2, "two words")
+    with pytest.raises(TypeError, match="one list of token ids a word"):
+        W.predicting_rows(2, [1, 2])

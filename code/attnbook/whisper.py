@@ -54,8 +54,9 @@ from .pretrained import _exclusive, _new_folder, model_cache_dir
 __all__ = [
     "AUDIO_POSITIONS_PER_SECOND", "CLIP_SECONDS", "SAMPLE_RATE", "Whisper", "WhisperConfig",
     "WhisperOutput", "WhisperTokenizer", "alignment_cost", "alignment_heads", "cross_attend",
-    "cross_attention", "cross_keys_values", "dtw", "load_whisper", "log_mel", "read_clip",
-    "read_ctranslate2", "reference_whisper", "transcribe", "word_pieces", "word_times",
+    "cross_attention", "cross_keys_values", "dtw", "load_whisper", "log_mel", "predicting_rows",
+    "read_clip", "read_ctranslate2", "reference_whisper", "transcribe", "word_pieces",
+    "word_times",
 ]
 
 #: Samples a second of the sound Whisper hears, and the longest clip it reads at once.
@@ -829,6 +830,37 @@ def word_pieces(words: Sequence[str]) -> list[list[int]]:
     return [tokenizer.encode(" " + word) for word in words]
 
 
+def predicting_rows(prompt_length: int, pieces: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The rows of a cross-attention map that predict each word's tokens.
+
+    A map's rows are the decoder's input positions: the prompt's ``prompt_length`` tokens,
+    then the text's tokens (``pieces``, one list a word), then the end of text. Row ``r``
+    is the query that predicts the token at position ``r + 1``, so a word's tokens are
+    predicted by the rows one before their own positions: the prompt's last row predicts
+    the first word. (The row where a token is the input already looks for the next one:
+    reading it times every word about a word late.)
+
+    Raises:
+        ValueError: ``prompt_length`` below 1 (the first token needs a row before it), or a
+            word with no token.
+        TypeError: ``pieces`` given as a string, or a word that is not a list of ids.
+    """
+    prompt_length = require_int("prompt_length", prompt_length)
+    if isinstance(pieces, str | bytes) or not isinstance(pieces, Sequence):
+        raise TypeError(f"pieces must be a list of each word's token ids, got "
+                        f"{type(pieces).__name__}")
+    rows, position = [], prompt_length  # the position of the next word's first token
+    for piece in pieces:
+        if isinstance(piece, str | bytes) or not isinstance(piece, Sequence):
+            raise TypeError(f"pieces must hold one list of token ids a word, got "
+                            f"{type(piece).__name__}")
+        if not piece:
+            raise ValueError("pieces must hold each word's token ids, at least one per word")
+        rows.append(list(range(position - 1, position - 1 + len(piece))))
+        position += len(piece)
+    return rows
+
+
 def word_times(maps: Tensor, pieces: Sequence[Sequence[int]],
                heads: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
     """When each word starts and ends, ``(words, 2)`` in seconds, read from cross-attention.
@@ -852,13 +884,15 @@ def word_times(maps: Tensor, pieces: Sequence[Sequence[int]],
         raise ValueError("pieces must hold each word's token ids, at least one per word")
     count = sum(len(piece) for piece in pieces)
     _, tokenizer = load_whisper()
-    first = len(tokenizer.prompt) - 1  # the row that predicts the first text token
-    if maps.shape[2] != first + count + 2:
-        raise ValueError(f"maps must have {first + count + 2} rows (the prompt's "
-                         f"{first + 1}, the {count} tokens of pieces, the end of text), got "
+    prompt = len(tokenizer.prompt)
+    if maps.shape[2] != prompt + count + 1:
+        raise ValueError(f"maps must have {prompt + count + 1} rows (the prompt's {prompt}, "
+                         f"the {count} tokens of pieces, the end of text), got "
                          f"{maps.shape[2]}")
+    rows = [row for word in predicting_rows(prompt, pieces) for row in word]
+    rows.append(rows[-1] + 1)  # the row that predicts the end of the text
     pairs = alignment_heads() if heads is None else heads
-    cost = alignment_cost(maps, pairs)[first:first + count + 1]  # (tokens + 1, A)
+    cost = alignment_cost(maps, pairs)[rows]  # (tokens + 1, A)
     path = dtw(cost)
     rows, columns = path[:, 0], path[:, 1]
     enters = columns[np.searchsorted(rows, np.arange(count + 1))]  # each row's first column

@@ -1,6 +1,7 @@
-"""Exercises whisper-ex1 and whisper-ex4: dynamic time warping, the cheapest monotone path
-through a cost matrix, as Whisper uses it to time words; and cross-attention run as a
-decoder runs it, the sound's keys and values computed once.
+"""Exercises whisper-ex1, whisper-ex4 and whisper-ex5: dynamic time warping, the cheapest
+monotone path through a cost matrix, as Whisper uses it to time words; cross-attention run
+as a decoder runs it, the sound's keys and values computed once; and the rows of a
+cross-attention map that predict each word.
 
 Replace each `raise NotImplementedError(...)` below with your code, then run
 `.venv/bin/python -m pytest exercises/whisper` from the repository root.
@@ -49,4 +50,20 @@ def my_cross_steps(cross, sound: torch.Tensor, text: torch.Tensor) -> torch.Tens
         "implement my_cross_steps(cross, sound, text): project the sound into keys and "
         "values once, then at each step project one text position into queries and attend "
         "to every audio position (see exercises/whisper/README.md)"
+    )
+
+
+def my_word_rows(prompt_length: int, pieces: list[list[int]]) -> list[list[int]]:
+    """The rows of a cross-attention map that predict each word's tokens.
+
+    Args:
+        prompt_length: the number of prompt tokens, the map's first rows.
+        pieces: each word's token ids, one list a word, in order after the prompt.
+
+    Returns:
+        One list of row indices a word: the rows whose queries predict its tokens.
+    """
+    raise NotImplementedError(
+        "implement my_word_rows(prompt_length, pieces): row r predicts the token at "
+        "position r + 1 (see exercises/whisper/README.md)"
     )

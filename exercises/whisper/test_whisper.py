@@ -1,13 +1,13 @@
-"""Tests of exercises whisper-ex1 and whisper-ex4. Run from the repository root:
+"""Tests of exercises whisper-ex1, whisper-ex4 and whisper-ex5. Run from the repository root:
 `.venv/bin/python -m pytest exercises/whisper`."""
 
 import numpy as np
 import torch
 
-from attnbook.checks import check_cross_attention_steps, check_dtw
+from attnbook.checks import check_cross_attention_steps, check_dtw, check_word_rows
 from attnbook.layers import MultiHeadAttention
 
-from .solution import my_cross_steps, my_dtw
+from .solution import my_cross_steps, my_dtw, my_word_rows
 
 
 def test_my_dtw_by_hand():
@@ -64,3 +64,15 @@ def test_my_cross_steps_projects_the_sound_once():
 
 def test_my_cross_steps_against_the_package():
     check_cross_attention_steps(my_cross_steps)
+
+
+def test_my_word_rows_by_hand():
+    got = [list(word) for word in my_word_rows(2, [[400], [500, 501]])]
+    assert got == [[1], [2, 3]], (
+        f"the prompt is rows 0 and 1; row 1 predicts the first word's token (position 2), "
+        f"rows 2 and 3 predict the second word's two tokens (positions 3 and 4); got {got}"
+    )
+
+
+def test_my_word_rows_against_the_package():
+    check_word_rows(my_word_rows)

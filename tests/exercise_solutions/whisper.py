@@ -1,7 +1,7 @@
 """Solutions of the chapter `whisper`, written from scratch in plain NumPy and torch.
 
-exercises/whisper holds the chapter's checked exercises: my_dtw (whisper-ex1) and
-my_cross_steps (whisper-ex4).
+exercises/whisper holds the chapter's checked exercises: my_dtw (whisper-ex1),
+my_cross_steps (whisper-ex4) and my_word_rows (whisper-ex5).
 """
 
 from __future__ import annotations
@@ -44,3 +44,12 @@ def my_cross_steps(cross, sound: torch.Tensor, text: torch.Tensor) -> torch.Tens
         merged = (weights @ values).permute(0, 2, 1, 3).reshape(B, 1, h * d_head)
         outputs.append(cross.out_proj(merged))
     return torch.cat(outputs, dim=1)
+
+
+def my_word_rows(prompt_length: int, pieces: list[list[int]]) -> list[list[int]]:
+    """The rows that predict each word's tokens: one before each token's position."""
+    rows, position = [], prompt_length
+    for piece in pieces:
+        rows.append([position + i - 1 for i in range(len(piece))])
+        position += len(piece)
+    return rows

@@ -52,8 +52,9 @@ Each checker is named after what it checks and lives in a module named after its
   ``copying_score(w_v, w_o, embed, unembed)``
 - ``cache-budget``: :func:`check_quantize_keys` on ``quantize_keys(keys, bits, group)``
   and :func:`check_evict_one` on ``evict_one(received, positions, recent, sinks)``
-- ``whisper``: :func:`check_dtw` on ``my_dtw(cost)`` and
-  :func:`check_cross_attention_steps` on ``my_cross_steps(cross, sound, text)``
+- ``whisper``: :func:`check_dtw` on ``my_dtw(cost)``,
+  :func:`check_cross_attention_steps` on ``my_cross_steps(cross, sound, text)`` and
+  :func:`check_word_rows` on ``my_word_rows(prompt_length, pieces)``
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ from .pytorch_implementation import check_simple_attention
 from .scaling import check_stable_softmax
 from .static_embeddings import check_nearest_by_cosine
 from .training_attention import check_repeat_pattern
-from .whisper import check_cross_attention_steps, check_dtw
+from .whisper import check_cross_attention_steps, check_dtw, check_word_rows
 
 __all__ = [
     "ExerciseCheckError",
@@ -114,4 +115,5 @@ __all__ = [
     "check_split_merge_heads",
     "check_stable_softmax",
     "check_window_mask",
+    "check_word_rows",
 ]

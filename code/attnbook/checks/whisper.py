@@ -1,5 +1,5 @@
-"""The checkers of the chapter ``whisper``: :func:`check_dtw` and
-:func:`check_cross_attention_steps`.
+"""The checkers of the chapter ``whisper``: :func:`check_dtw`,
+:func:`check_cross_attention_steps` and :func:`check_word_rows`.
 
 :func:`check_dtw`'s reference is the package's :func:`~attnbook.whisper.dtw`. A path is
 judged by what makes it a warping path, one rule at a time, so that a hint can name the rule
@@ -12,6 +12,11 @@ passes.
 with :func:`~attnbook.whisper.cross_attend`. Besides the output, it watches the layer's
 projections run (forward hooks): what each one was given and how often, which is how it
 tells keys recomputed at every step, or taken from the text, from right ones.
+
+:func:`check_word_rows`'s reference is :func:`~attnbook.whisper.predicting_rows`: which rows
+of a cross-attention map predict each word. Its hints name the row one late (the row where
+a token is the input), one early, rows counted from 0 without the prompt, and rows that
+start again at every word.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from torch import Tensor, nn
 from .._validate import require_function
 from ..attention import attention
 from ..layers import MultiHeadAttention
-from ..whisper import cross_attend, cross_keys_values, dtw
+from ..whisper import cross_attend, cross_keys_values, dtw, predicting_rows
 from .harness import (
     Checks,
     Mismatch,
@@ -41,7 +46,7 @@ from .harness import (
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
-__all__ = ["check_cross_attention_steps", "check_dtw"]
+__all__ = ["check_cross_attention_steps", "check_dtw", "check_word_rows"]
 
 _STEP_HINT = (
     "each step of a warping path moves one row down, one column right, or both: from "
@@ -352,4 +357,97 @@ def check_cross_attention_steps(steps_fn: Callable) -> None:
         ("a single step: sound (1, 5, 8), text (1, 1, 8), 4 heads", 1, 5, 1, 8, 4, 421),
         ("Whisper tiny.en's sizes: sound (1, 1500, 384), text (1, 5, 384), 6 heads",
          1, 1500, 5, 384, 6, 431),
+    ])
+
+
+# ---------------------------------------------------------------- the rows that predict words
+
+_ROWS_HINT = (
+    "the map's rows are the decoder's inputs: the prompt at rows 0 .. prompt_length - 1, "
+    "then the text's tokens. Row r predicts the token at position r + 1, so a token at "
+    "position p is predicted by row p - 1: the prompt's last row predicts the first word. "
+    "Keep a running position across the words."
+)
+
+
+def _as_word_rows(call: str, got: object) -> list[list[int]] | list[int]:
+    """The reader's rows as lists of ints: one list a word, or a flat list to diagnose."""
+    if isinstance(got, torch.Tensor | np.ndarray):
+        got = got.tolist()
+    if not isinstance(got, list | tuple):
+        raise Mismatch(f"{call} returned {type(got).__name__}, not a list with one list of "
+                       f"rows a word", hint="return [[rows of word 0], [rows of word 1], ...].")
+    rows = []
+    for item in got:
+        if isinstance(item, torch.Tensor | np.ndarray):
+            item = item.tolist()
+        if isinstance(item, list | tuple | range):
+            item = list(item)
+            if not all(isinstance(r, int | np.integer) for r in item):
+                raise Mismatch(f"{call} returned rows that are not integers: {item}",
+                               hint="each row is an index into the map, an int.")
+            rows.append([int(r) for r in item])
+        elif isinstance(item, int | np.integer):
+            rows.append(int(item))
+        else:
+            raise Mismatch(f"{call} returned a {type(item).__name__} among its rows",
+                           hint="return one list of row indices (ints) a word.")
+    return rows
+
+
+def check_word_rows(rows_fn: Callable) -> None:
+    """Check ``rows_fn(prompt_length, pieces) -> rows``: the rows that predict each word.
+
+    The exercise ``whisper-ex5`` of the chapter ``whisper``: a cross-attention map's rows
+    are the decoder's inputs, ``prompt_length`` prompt tokens, then the words' tokens
+    (``pieces``, one list of ids a word), then the end of text. For each word, the list of
+    rows that predict its tokens, each one before the token's own position (the reference
+    is :func:`attnbook.whisper.predicting_rows`).
+
+    Checks the chapter's prompt of two tokens with one-token words, words of several
+    tokens, prompts of 1 and 4 tokens, and one long word. Its hints name the row one late
+    (where the token is the input), one early, rows counted without the prompt, rows that
+    start again at every word, and a flat list instead of one list a word.
+    """
+    rows_fn = require_function("rows_fn", rows_fn)
+    checks = Checks("check_word_rows")
+    name = name_of(rows_fn)
+
+    def run(prompt_length: int, pieces: list[list[int]]) -> None:
+        call = f"{name}({prompt_length}, {pieces})"
+        got = _as_word_rows(call, call_reader(call, rows_fn, prompt_length,
+                                              [list(p) for p in pieces],
+                                              names=("prompt_length", "pieces")))
+        expected = predicting_rows(prompt_length, pieces)
+        if got == expected:
+            return
+        flat = [row for word in expected for row in word]
+        restarted = [[prompt_length - 1 + j for j in range(len(p))] for p in pieces]
+        mistakes = [
+            ([[r + 1 for r in w] for w in expected],
+             "one row late: the row where a token is the input predicts the NEXT token. The "
+             "token at position p is predicted by row p - 1 (the bug gallery's \"Word times "
+             "read one row late\": every word about a word late)."),
+            (predicting_rows(1, pieces),
+             f"count the prompt: its {prompt_length} tokens are rows 0 .. "
+             f"{prompt_length - 1}, and the text's tokens come after them."),
+            ([[r - 1 for r in w] for w in expected],
+             "one row early: the token at position p is predicted by row p - 1, not p - 2."),
+            (restarted,
+             "each word starts where the previous one ended: keep a running position, "
+             "adding each word's number of tokens."),
+            (flat, "one list of rows a word, [[...], [...]], not one flat list: word_times "
+                   "needs to know where each word begins."),
+        ]
+        hint = next((advice for wrong, advice in mistakes if got == wrong and wrong != expected),
+                    _ROWS_HINT)
+        raise Mismatch(f"wrong rows from {call}",
+                       [f"expected: {expected}", f"got:      {got}"], hint=hint)
+
+    checks.run_all(run, [
+        ("the chapter's prompt of 2 tokens, one token a word", 2, [[400], [500], [600]]),
+        ("words of one to three tokens", 2, [[400], [500, 501], [600, 601, 602], [700]]),
+        ("a prompt of 4 tokens", 4, [[11, 12], [13], [14]]),
+        ("a prompt of 1 token", 1, [[5], [6, 7]]),
+        ("one word of three tokens", 3, [[1, 2, 3]]),
     ])
