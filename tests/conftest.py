@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -150,11 +151,47 @@ _pdf_build: Future | None = None
 _student_build: Future | None = None
 
 
+#: The student kit with the light install (tests/test_student_install.py), made in a thread
+#: of its own from the session's start when a selected test needs it: mostly unpacking torch,
+#: which fits beside the book build on a machine that the build does not fill.
+_student_install: Future | None = None
+
+
+def install_student_kit(where: Path) -> tuple[Path, Path, float]:
+    """``make student-kit`` into ``where``, then a fresh venv beside the kit in which only
+    ``pip install -r requirements-student.txt`` runs: (the kit, the venv, seconds)."""
+    start = time.perf_counter()
+    subprocess.run(["make", "-s", "student-kit", f"BUILD={where}"], cwd=ROOT, check=True,
+                   capture_output=True, text=True)
+    kit, venv = where / "student-kit", where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    install = subprocess.run(
+        # --no-compile: the tests need the files, not torch's bytecode written ahead.
+        ["nice", "-n", str(BACKGROUND_NICENESS), str(venv / "bin" / "pip"), "install",
+         "--disable-pip-version-check", "-q", "--no-compile", "-r",
+         "requirements-student.txt"], cwd=kit, capture_output=True, text=True, timeout=1500)
+    if install.returncode:
+        raise RuntimeError("pip install -r requirements-student.txt failed in the kit:\n"
+                           + install.stdout[-3000:] + install.stderr[-3000:])
+    return kit, venv, time.perf_counter() - start
+
+
+@pytest.fixture(scope="session")
+def student_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+    """The student kit and its light install: (kit, venv, seconds), from the thread that
+    started with the session."""
+    if _student_install is not None:
+        return _student_install.result()
+    return install_student_kit(tmp_path_factory.mktemp("student"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that need the built book go after the others, and the tests that only collect
-    the background chapter runs go last (each group in its usual order)."""
+    """Tests that need the built book go after the others, and the tests of the student
+    edition (built after the PDF) and the tests that only collect the background chapter
+    runs go last (each group in its usual order)."""
     def group(item: pytest.Item) -> int:
-        if getattr(item, "originalname", "") == "test_chapter_runs":
+        if getattr(item, "originalname", "") == "test_chapter_runs" \
+                or "student_build" in getattr(item, "fixturenames", ()):
             return 2
         return int(bool(GOES_LAST & set(getattr(item, "fixturenames", ()))))
 
@@ -178,9 +215,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
     """Start the background builds with the session, in a thread that waits for each
     process in turn, if any selected test needs the built book; ``built_book``,
-    ``no_change_rebuild`` and ``pdf_build`` collect them."""
-    global _book_build, _rebuild, _pdf_build, _student_build
+    ``no_change_rebuild``, ``pdf_build`` and ``student_build`` collect them. The student
+    kit's install starts too, in a thread of its own, if a test needs ``student_venv``."""
+    global _book_build, _rebuild, _pdf_build, _student_build, _student_install
     used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
+    where = None
+    if "student_venv" in used:
+        where = Path(tempfile.mkdtemp(prefix="attnbook-student-"))
+        _student_install = Future()
+        threading.Thread(target=_settle, daemon=True, name="student-install",
+                         args=(_student_install, functools.partial(install_student_kit, where))
+                         ).start()
     if NEEDS_BOOK & used:
         _book_build = Future()
         _rebuild = Future() if "no_change_rebuild" in used else None
@@ -193,6 +238,8 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     for process in list(_running_builds):
         _stop(process)
+    if where is not None and _student_install.done():
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _settle(future: Future | None, work: Callable[[], object]) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -41,28 +39,10 @@ print(json.dumps({r.folder.rsplit("/", 1)[-1]: [r.score, r.max_score, r.refused]
 
 
 @pytest.fixture(scope="module")
-def student_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``make student-kit``, built into a temporary folder."""
-    build = tmp_path_factory.mktemp("build")
-    subprocess.run(["make", "-s", "student-kit", f"BUILD={build}"], cwd=ROOT, check=True,
-                   capture_output=True, text=True)
-    return build / "student-kit"
-
-
-@pytest.fixture(scope="module")
-def student_venv(student_kit: Path) -> tuple[Path, float]:
-    """A fresh venv in the kit with requirements-student.txt installed, and the seconds it
-    took."""
-    venv = student_kit.parent / "venv"
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    install = subprocess.run(
-        # --no-compile: the test needs the files, not torch's bytecode written ahead.
-        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "-q",
-         "--no-compile", "-r", "requirements-student.txt"],
-        cwd=student_kit, capture_output=True, text=True, timeout=1500)
-    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-    return venv, time.perf_counter() - start
+def student_kit(student_venv: tuple[Path, Path, float]) -> Path:
+    """``make student-kit``, built into a temporary folder (conftest's ``student_venv``
+    makes it, with the install, in the background from the session's start)."""
+    return student_venv[0]
 
 
 @pytest.mark.install
@@ -82,7 +62,7 @@ def test_the_kit_holds_the_folders_and_no_solution(student_kit: Path) -> None:
 
 @pytest.mark.install
 def test_the_light_install_leaves_out_the_books_tools(student_venv):
-    venv, seconds = student_venv
+    _, venv, seconds = student_venv
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
          "import importlib.util, json, sys; "
@@ -91,12 +71,12 @@ def test_the_light_install_leaves_out_the_books_tools(student_venv):
         capture_output=True, text=True, check=True)
     found = json.loads(probe.stdout)
     assert found == ["torch", "attnbook", "transformers", "pytest"], found
-    print(f"requirements-student.txt installed in {seconds:.0f} s")
+    print(f"the kit made and requirements-student.txt installed in {seconds:.0f} s")
 
 
 @pytest.mark.install
 def test_the_light_install_does_every_exercise(student_kit, student_venv, tmp_path):
-    venv, _ = student_venv
+    _, venv, _ = student_venv
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "ATTNBOOK_CACHE": str(tmp_path / "cache"),
            "MPLCONFIGDIR": str(tmp_path / "matplotlib")}
