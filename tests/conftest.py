@@ -152,8 +152,9 @@ _student_build: Future | None = None
 
 
 #: The student kit with the light install (tests/test_student_install.py), made in a thread
-#: of its own from the session's start when a selected test needs it: mostly unpacking torch,
-#: which fits beside the book build on a machine that the build does not fill.
+#: of its own when a selected test needs it: mostly unpacking torch. It starts when the
+#: strict build has ended (at once without one), so that it slows neither the build nor
+#: the tests that wait for it, and its tests run with the last group.
 _student_install: Future | None = None
 
 
@@ -185,13 +186,23 @@ def student_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, 
     return install_student_kit(tmp_path_factory.mktemp("student"))
 
 
+def _install_after(book: Future | None, future: Future, where: Path) -> None:
+    """Settle ``future`` with the student kit's install, once ``book`` (the strict build)
+    is settled, whatever its outcome."""
+    if book is not None:
+        with contextlib.suppress(BaseException):
+            book.result()
+    _settle(future, functools.partial(install_student_kit, where))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need the built book go after the others, and the tests of the student
-    edition (built after the PDF) and the tests that only collect the background chapter
-    runs go last (each group in its usual order)."""
+    edition (built after the PDF) and kit (installed after the build) and the tests that
+    only collect the background chapter runs go last (each group in its usual order)."""
     def group(item: pytest.Item) -> int:
+        names = set(getattr(item, "fixturenames", ()))
         if getattr(item, "originalname", "") == "test_chapter_runs" \
-                or "student_build" in getattr(item, "fixturenames", ()):
+                or {"student_build", "student_venv"} & names:
             return 2
         return int(bool(GOES_LAST & set(getattr(item, "fixturenames", ()))))
 
@@ -219,13 +230,6 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
     kit's install starts too, in a thread of its own, if a test needs ``student_venv``."""
     global _book_build, _rebuild, _pdf_build, _student_build, _student_install
     used = set().union(*(getattr(item, "fixturenames", ()) for item in request.session.items))
-    where = None
-    if "student_venv" in used:
-        where = Path(tempfile.mkdtemp(prefix="attnbook-student-"))
-        _student_install = Future()
-        threading.Thread(target=_settle, daemon=True, name="student-install",
-                         args=(_student_install, functools.partial(install_student_kit, where))
-                         ).start()
     if NEEDS_BOOK & used:
         _book_build = Future()
         _rebuild = Future() if "no_change_rebuild" in used else None
@@ -235,6 +239,12 @@ def book_build_in_background(request: pytest.FixtureRequest) -> Iterator[None]:
         threading.Thread(target=_build_in_turn, daemon=True, name="book-build",
                          args=(_book_build, _rebuild, _pdf_build, run_build, _timeline),
                          kwargs={"student": _student_build}).start()
+    where = None
+    if "student_venv" in used:
+        where = Path(tempfile.mkdtemp(prefix="attnbook-student-"))
+        _student_install = Future()
+        threading.Thread(target=_install_after, daemon=True, name="student-install",
+                         args=(_book_build, _student_install, where)).start()
     yield
     for process in list(_running_builds):
         _stop(process)

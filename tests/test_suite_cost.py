@@ -259,3 +259,21 @@ def test_a_build_that_raises_reaches_its_fixture() -> None:
     for future in (rebuild, pdf):
         with pytest.raises(RuntimeError, match="the strict build failed"):
             future.result(timeout=0)
+
+
+def test_the_student_kit_installs_once_the_strict_build_is_settled(monkeypatch) -> None:
+    book, installed = Future(), Future()
+    started: list[bool] = []
+    monkeypatch.setattr(conftest, "install_student_kit",
+                        lambda where: started.append(book.done()) or (where, where, 0.0))
+    thread = threading.Thread(target=conftest._install_after,
+                              args=(book, installed, Path("kit")))
+    thread.start()
+    time.sleep(0.2)
+    assert not started and not installed.done()  # waits for the build
+    book.set_exception(RuntimeError("the build failed"))  # whatever its outcome
+    thread.join(timeout=10)
+    assert started == [True] and installed.result(timeout=0) == (Path("kit"), Path("kit"), 0.0)
+    alone = Future()
+    conftest._install_after(None, alone, Path("kit"))  # no build in the session: at once
+    assert alone.result(timeout=0)[2] == 0.0
