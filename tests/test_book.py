@@ -14,6 +14,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 from conftest import HTML, ROOT, chapter_pages, run_build, toc_pages
+from test_exactness_lint import parse_cells
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_sphinx  # noqa: E402
@@ -553,20 +554,8 @@ def test_the_markup_repairs_reach_every_page(built_book: Path) -> None:
 STUDENT = HTML.parent / "student"
 SOLUTION_BLOCK = re.compile(r"^```\{solution-start\}.*?^```\{solution-end\}", re.MULTILINE
                             | re.DOTALL)
-CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-
-
-def shown_code(cell: str) -> list[str]:
-    """The code lines of a code cell's body that the page shows: none for a cell whose
-    options (``:tags:`` lines or a ``---`` block) remove its input."""
-    lines = cell.splitlines()
-    options = []
-    if lines and lines[0] == "---":
-        end = lines.index("---", 1)
-        options, lines = lines[1:end], lines[end + 1:]
-    while lines and lines[0].startswith(":"):
-        options.append(lines.pop(0))
-    return [] if any("remove-" in option for option in options) else lines
+#: Tags that take a cell's input off the page (``hide-input`` only folds it: still in the page).
+REMOVED_INPUT = {"remove-input", "remove-cell"}
 
 
 def solution_only_lines(source: str) -> list[str]:
@@ -575,7 +564,8 @@ def solution_only_lines(source: str) -> list[str]:
     outside = SOLUTION_BLOCK.sub("", source)
     lines = []
     for block in SOLUTION_BLOCK.findall(source):
-        code = [line.strip() for cell in CODE_CELL.findall(block) for line in shown_code(cell)
+        code = [line.strip() for cell in parse_cells(block) if not cell.tags & REMOVED_INPUT
+                for line in cell.code.splitlines()
                 if len(line.strip()) > 12 and not line.lstrip().startswith("#")
                 and line.strip() not in outside]
         if code:
