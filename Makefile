@@ -29,7 +29,8 @@ PDF_NAME := attention-computed.pdf
 TEX_PACKAGES := latexmk texlive-xetex texlive-latex-extra texlive-fonts-recommended \
 	fonts-freefont-otf fonts-dejavu-core poppler-utils
 
-.PHONY: help book student student-kit pdf test test-fast test-compat bench lint serve clean chromium tex
+.PHONY: help book student student-kit pdf test test-fast test-compat screenshots bench lint serve \
+	clean chromium tex
 
 help:
 	@echo "make book       build the whole book strictly into $(BUILD)/html"
@@ -41,6 +42,8 @@ help:
 	@echo "                and every chapter again in a perturbed numeric environment)"
 	@echo "make test-fast  lint and the package's tests only: no book, browser, chapter runs"
 	@echo "                or student install"
+	@echo "make screenshots full-page pictures of every page, light and dark, into"
+	@echo "                $(BUILD)/screenshots (not part of make test)"
 	@echo "make test-compat the package's tests on the LOWEST dependency versions that"
 	@echo "                pyproject.toml declares, in .venv-compat (downloads about 2.5 GB)"
 	@echo "make pdf        build the book as one PDF (XeLaTeX) and put it in the site"
@@ -98,10 +101,17 @@ pdf: $(INSTALLED) tex
 	     "$(abspath $(BUILD))/latex/$(PDF_NAME) (also $(BUILD)/html/$(PDF_NAME))"
 
 test: lint chromium tex
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest --durations=15 -m "not screenshots"
 
 test-fast: lint
-	$(BIN)/python -m pytest -m "not book and not browser and not chapters and not install"
+	$(BIN)/python -m pytest -m "not book and not browser and not chapters and not install \
+		and not screenshots"
+
+#: Full-page pictures of every page, light and dark, for a person to look at (they check
+#: nothing, so `make test` leaves them out); builds the book first if it is not built.
+screenshots: $(INSTALLED) chromium
+	$(BIN)/python -m pytest -m screenshots tests/test_browser.py
+	@echo "The pictures are in $(abspath $(BUILD))/screenshots"
 
 #: The lowest declared versions (requirements-compat.txt), in a venv of their own.
 COMPAT_VENV := .venv-compat
@@ -120,9 +130,11 @@ COMPAT_INSTALLED := $(COMPAT_VENV)/.installed
 COMPAT_IGNORE := test_book test_pdf test_browser test_portability test_chapter_code \
 	test_exactness_lint test_sphinx_extension test_theme test_dark_mode test_workflow \
 	test_bug_gallery test_smollm2 test_suite_cost test_whisper
-#: Deselected too: SmolLM2 in the explorer, and the widgets' print editions, whose test asks
-#: myst-nb (the book's) which of the display bundle's formats each builder picks.
+#: Deselected too: SmolLM2 in the explorer and in the decoder diagram drawn from the loaded
+#: model, and the widgets' print editions, whose test asks myst-nb (the book's) which of the
+#: display bundle's formats each builder picks.
 COMPAT_DESELECT := tests/test_explorer.py::test_smollm2_sentence_is_causal_and_fits_the_budget \
+	tests/test_diagrams.py::test_decoder_stack_draws_the_loaded_model \
 	tests/test_explorer.py::test_print_fallback_is_a_png_of_the_opening_map \
 	tests/test_explorer.py::test_print_fallback_hatches_the_masked_cells \
 	tests/test_playgrounds.py::test_print_edition_gets_a_png_and_the_web_the_html

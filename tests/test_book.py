@@ -59,6 +59,24 @@ def test_every_toc_page_is_built(built_book: Path, page: str) -> None:
     assert html.find("h1") is not None, f"{page}.html has no title"
 
 
+#: A symbol written as a plain identifier (``d_head``): in the text it is typeset, $d_{head}$;
+#: an underscore belongs in code only.
+PLAIN_SYMBOL = re.compile(r"\b[dh]_(?:model|head|k|v|ff|kv)\b")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_symbols_are_typeset_outside_code(built_book: Path, page: str) -> None:
+    """Headings, tables and prose name d_head, d_model, d_k ... in mathematics, as the
+    notation page writes them, not as code identifiers with a bare underscore."""
+    article = parse(page).select_one("main article")
+    for element in article.select("div.cell, div.highlight, pre, code, .math, script"):
+        element.decompose()
+    text = article.get_text(" ")
+    plain = [" ".join(text[max(0, m.start() - 30):m.end() + 10].split())
+             for m in PLAIN_SYMBOL.finditer(text)]
+    assert not plain, f"{page}: symbols with a bare underscore outside code: {plain[:4]}"
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_no_error_output(built_book: Path, page: str) -> None:
     """No traceback anywhere; no error output except the message of a cell tagged to raise on
@@ -358,6 +376,26 @@ def test_chapter_main_path_fits_one_sitting(built_book: Path, page: str) -> None
     """At most 2,200 words to read before the summary, a recap with content, a takeaway
     opening every section, and a Going deeper section for what left the main path."""
     assert not one_sitting_faults(page), f"{page}: {one_sitting_faults(page)}"
+
+
+#: The bug gallery is a reference page, not a chapter: a reader comes from a chapter's link to
+#: one section and reads it alone, so each section, not the page, is held to a short read.
+GALLERY_SECTION_WORDS = 400
+
+
+def test_the_bug_gallery_is_read_a_section_at_a_time(built_book: Path) -> None:
+    """Each of the gallery's sections is a short read of its own (at most 400 words of prose
+    outside code and folded boxes), and the page tells the reader to read them so."""
+    article = soup("book/bug-gallery").select_one("main article")
+    assert "book/bug-gallery" not in chapter_pages()
+    assert "The sections stand alone" in article.get_text(" ")
+    sections = {section.find("h2", recursive=False).get_text(" ").strip().rstrip("#").strip():
+                main_path_words(section) for section in article.find_all("section")
+                if section.find("h2", recursive=False) is not None}
+    assert len(sections) >= 12, sections
+    long = {title: words for title, words in sections.items()
+            if words > GALLERY_SECTION_WORDS}
+    assert not long, f"bug-gallery sections over {GALLERY_SECTION_WORDS} words: {long}"
 
 
 #: How far the teacher's page's count of a chapter's main path, made on the chapter's source

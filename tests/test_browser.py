@@ -157,19 +157,20 @@ class Checked:
 
     #: axe-core's answer: its ``violations``, ``passes``, ``incomplete``, ``inapplicable``.
     axe: dict
-    #: The full-page picture.
-    screenshot: Path
+    #: The full-page picture, if one was asked for (``make screenshots``).
+    screenshot: Path | None
 
 
-def check_page(browser, url: str, name: str, pictures: Path) -> Checked:
-    """axe-core's rules on the page, then a full-page picture of it (which scrolls and
-    resizes the page, so it comes last)."""
+def check_page(browser, url: str, name: str, pictures: Path | None) -> Checked:
+    """axe-core's rules on the page, then, if ``pictures`` names a folder, a full-page
+    picture of it (which scrolls and resizes the page, so it comes last)."""
     from axe_playwright_python.sync_playwright import Axe
 
     context, tab, _ = open_view(browser, f"{url}/{name}.html", DESKTOP, "light")
     try:
         answer = Axe().run(tab, options=AXE_OPTIONS).response
-        target = full_page_picture(tab, pictures / f"{Path(name).name}-light.jpg")
+        target = None if pictures is None else \
+            full_page_picture(tab, pictures / f"{Path(name).name}-light.jpg")
     finally:
         context.close()
     return Checked(answer, target)
@@ -202,7 +203,10 @@ def checked(request: pytest.FixtureRequest, site_url: str, built_book: Path
     wanted = {item.callspec.params["name"] for item in request.session.items
               if "checked" in getattr(item, "fixturenames", ()) and hasattr(item, "callspec")}
     names = [name for name in PAGES if name in wanted]
-    pictures = built_book.parent / "screenshots"
+    # The full-page pictures only for `make screenshots`: they check nothing.
+    pictures = built_book.parent / "screenshots" if any(
+        item.get_closest_marker("screenshots") for item in request.session.items
+        if "checked" in getattr(item, "fixturenames", ())) else None
     answers: dict[str, Future] = {name: Future() for name in names}
     stop = threading.Event()
 
@@ -608,10 +612,11 @@ def test_punctuation_stays_on_its_formulas_line(views, name: str, width: int) ->
         f"formula: {parted[:4]}"
 
 
-#: Each table or formula (displayed or inline) that scrolls sideways: its shadows as the page
-#: opens it, then scrolled to its end, as [left, right] ("1" shown, "0" not). A table's
-#: shadows are its wrapper's pseudo-elements, which must end with the table; a formula's, an
-#: inset shadow on the box that scrolls (for a numbered equation, left of its number).
+#: Each table, code block, printed output or formula (displayed or inline) that scrolls
+#: sideways: its shadows as the page opens it, then scrolled to its end, as [left, right] ("1"
+#: shown, "0" not). A table's or code block's shadows are its wrapper's pseudo-elements (a
+#: table's must end with the table); a formula's, an inset shadow on the box that scrolls (for
+#: a numbered equation, left of its number).
 SCROLL_CUES = """async () => {
     const seen = [], settle = () => new Promise(r => setTimeout(r, 250));  // transition
     const shadows = (box, formula) => {
@@ -626,7 +631,8 @@ SCROLL_CUES = """async () => {
     };
     const drawnWider = (box, drawn) => drawn
         && drawn.getBoundingClientRect().width > box.clientWidth + 1;
-    const tables = [...document.querySelectorAll("article .pst-scrollable-table-container")]
+    const tables = [...document.querySelectorAll(
+            "article .pst-scrollable-table-container, article div.highlight pre")]
         .filter(b => b.checkVisibility() && b.scrollWidth > b.clientWidth + 1);
     const formulas = [...document.querySelectorAll("article span.math")]
         .filter(m => m.checkVisibility()
@@ -645,7 +651,8 @@ SCROLL_CUES = """async () => {
         const wrapper = box.closest(".attnbook-scroll-cue");
         seen.push({what: (box.textContent || "").trim().slice(0, 40), start: starts[k],
                    end: shadows(box, formula),
-                   overhang: formula || !wrapper ? 0 : wrapper.getBoundingClientRect().bottom
+                   overhang: formula || !wrapper || box.tagName === "PRE" ? 0
+                             : wrapper.getBoundingClientRect().bottom
                              - box.querySelector("table").getBoundingClientRect().bottom});
     });
     for (const [box] of boxes) {
@@ -659,9 +666,9 @@ SCROLL_CUES = """async () => {
 
 @pytest.mark.parametrize("name", PAGES)
 def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
-    """At 390 px a table, equation or inline formula wider than the column shows a shadow on
-    the side that has more to see: on the right as the page opens, on the left once
-    scrolled to the end."""
+    """At 390 px a table, code block, printed output, equation or inline formula wider than
+    the column shows a shadow on the side that has more to see: on the right as the page
+    opens, on the left once scrolled to the end."""
     tab = views(name, PHONE).tab
     tab.wait_for_timeout(300)  # the shadows' transition
     cues = tab.evaluate(SCROLL_CUES)
@@ -670,6 +677,28 @@ def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
         f"show no cue, or the wrong one: {missing[:4]} ({cues[:2]})"
     overhanging = [c["what"] for c in cues if c["overhang"] > 2]
     assert not overhanging, f"{name}: shadows longer than their table: {overhanging[:4]}"
+
+
+#: The pages with an algorithm (sphinx-proof's ``prf:algorithm``).
+ALGORITHM_PAGES = ["book/efficient-attention"]
+#: An algorithm's formulas, inline and displayed, as [drawn width, box width] in px.
+ALGORITHM_FORMULAS = """() => [...document.querySelectorAll(
+        "article div.algorithm span.math, article div.algorithm div.math > mjx-container")]
+    .filter(m => m.checkVisibility())
+    .map(m => [m.querySelector(m.tagName === "SPAN" ? ":scope > mjx-container > mjx-math"
+                                                    : ":scope > mjx-math"), m])
+    .map(([drawn, box]) => [drawn ? drawn.getBoundingClientRect().width : 0,
+                            box.clientWidth, box.textContent.slice(0, 30)])"""
+
+
+@pytest.mark.parametrize("name", ALGORITHM_PAGES)
+def test_an_algorithms_steps_fit_a_phone(views, name: str) -> None:
+    """At 390 px every formula of an algorithm's steps is whole in its line: a step read in
+    a box that scrolls sideways is a step half read."""
+    formulas = views(name, PHONE).tab.evaluate(ALGORITHM_FORMULAS)
+    assert len(formulas) >= 10, f"{name}: {len(formulas)} formulas in its algorithm"
+    wide = [text for drawn, box, text in formulas if drawn > box + 1]
+    assert not wide, f"{name}: formulas wider than their line at 390 px: {wide}"
 
 
 #: Inline formulas that are boxes a reader could scroll, though the formula fits its line.
@@ -850,13 +879,18 @@ def test_favicon_at_the_site_root(recorded_site) -> None:
         assert response.read(4) == b"\x00\x00\x01\x00", "not an ICO file"
 
 
+# The full-page pictures are for a person to look at, not checks: `make screenshots` takes
+# them, `make test` leaves them out (about two minutes of the two browsers' time).
+@pytest.mark.screenshots
 @pytest.mark.parametrize("name", PAGES)
 def test_screenshot_in_light_mode(checked, name: str) -> None:
     """A picture of every page, for a person to look at (taken by the second browser)."""
-    assert checked(name).screenshot.stat().st_size > 10_000
+    picture = checked(name).screenshot
+    assert picture is not None and picture.stat().st_size > 10_000
 
 
 # Last of a page's tests: a full-page picture scrolls and resizes the page.
+@pytest.mark.screenshots
 @pytest.mark.parametrize("name", PAGES)
 def test_screenshot_in_dark_mode(views, built_book: Path, name: str) -> None:
     """A picture of every page in dark mode, for a person to look at."""

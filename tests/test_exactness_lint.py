@@ -212,8 +212,10 @@ def test_the_lint_flags_what_it_should() -> None:
         exact_comparisons("assert (")
 
 
-#: Tags that take a cell's code off the page or fold it away behind a toggle.
-HIDDEN_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
+#: Tags that take a cell's code off the page altogether. Folded code (``hide-input``,
+#: ``hide-cell``) is not among them: a reader who opens the toggle reads it in the same code
+#: box, so its lines must fit the column too.
+REMOVED_TAGS = {"remove-input", "remove-cell"}
 #: The longest code line a reader sees: at 1280 px a code box, in the main column as in an
 #: exercise, holds 76 characters of the theme's 14 px monospace
 #: (``test_browser.test_shown_code_fits_the_column`` measures the boxes); a longer line hides
@@ -222,21 +224,24 @@ CODE_COLUMN = 76
 
 
 def long_shown_lines(text: str, limit: int = CODE_COLUMN) -> list[tuple[int, int]]:
-    """(line in the text, length) of each line longer than ``limit`` in a shown code cell."""
+    """(line in the text, length) of each line longer than ``limit`` in a code cell whose
+    code is on the page, shown or folded behind a toggle (any cell not tagged
+    ``remove-input`` or ``remove-cell``)."""
     return [(cell.start + index, len(line))
-            for cell in parse_cells(text) if not cell.tags & HIDDEN_TAGS
+            for cell in parse_cells(text) if not cell.tags & REMOVED_TAGS
             for index, line in enumerate(cell.code.splitlines())
             if len(line) > limit]
 
 
 def test_shown_code_lines_fit_the_column() -> None:
+    """Shown and folded code alike: only removed code may be wider than the column."""
     offenders = [f"book/{chapter.name}:{line}: {length} characters"
                  for chapter in sorted(BOOK.glob("*.md"))
                  for line, length in long_shown_lines(chapter.read_text())]
     assert not offenders, (
-        f"shown code-cell lines longer than {CODE_COLUMN} characters (break inside brackets, "
-        "put the comment on its own line, or name an intermediate value):\n"
-        + "\n".join(offenders))
+        f"shown or foldable code-cell lines longer than {CODE_COLUMN} characters (break "
+        "inside brackets, put the comment on its own line, split a long string into "
+        "adjacent literals, or name an intermediate value):\n" + "\n".join(offenders))
 
 
 def test_the_column_check_sees_a_long_line() -> None:
@@ -247,6 +252,59 @@ def test_the_column_check_sees_a_long_line() -> None:
     fits, one_more = "y = " + "2" * (CODE_COLUMN - 4), "z = " + "3" * (CODE_COLUMN - 3)
     edge = f"```{{code-cell}} ipython3\n{fits}\n{one_more}\n```\n"
     assert long_shown_lines(edge) == [(3, CODE_COLUMN + 1)]
-    for options in (":tags: [remove-input]", "---\ntags: [remove-input]\n---"):
-        hidden = f"```{{code-cell}} ipython3\n{options}\n{long_line}\n```\n"
-        assert long_shown_lines(hidden) == []
+    for tag in ("hide-input", "hide-cell"):  # folded, but read when opened
+        for options in (f":tags: [{tag}]", f"---\ntags: [{tag}]\n---"):
+            folded = f"```{{code-cell}} ipython3\n{options}\n{long_line}\n```\n"
+            line = 3 + options.count("\n")
+            assert long_shown_lines(folded) == [(line, 100)], (tag, options)
+    for tag in ("remove-input", "remove-cell"):
+        for options in (f":tags: [{tag}]", f"---\ntags: [{tag}]\n---"):
+            removed = f"```{{code-cell}} ipython3\n{options}\n{long_line}\n```\n"
+            assert long_shown_lines(removed) == [], (tag, options)
+
+
+def long_front_matter_lines(text: str,
+                            limit: int = CODE_COLUMN) -> list[tuple[int, int]]:
+    """(line in the text, length) of each line longer than ``limit`` in the ``---`` YAML
+    front matter of a code cell, whatever the cell's tags.
+
+    The front matter is not on the page, but the book keeps it to the code column too, so
+    that a cell's source reads in one width; the long lines are a figure's ``alt`` and
+    ``caption`` texts, and a YAML plain scalar continues on lines indented deeper than its
+    key without a change to the text.
+    """
+    lines = text.splitlines()
+    found, number = [], 0
+    while number < len(lines):
+        opens_cell = lines[number].startswith("```{code-cell}")
+        if opens_cell and lines[number + 1:number + 2] == ["---"]:
+            end = lines.index("---", number + 2)
+            found += [(index + 1, len(lines[index]))
+                      for index in range(number + 2, end) if len(lines[index]) > limit]
+            number = end
+        number += 1
+    return found
+
+
+def test_code_cell_front_matter_lines_fit_the_column() -> None:
+    offenders = [f"book/{chapter.name}:{line}: {length} characters"
+                 for chapter in sorted(BOOK.glob("*.md"))
+                 for line, length in long_front_matter_lines(chapter.read_text())]
+    assert not offenders, (
+        f"code-cell YAML front-matter lines longer than {CODE_COLUMN} characters (continue "
+        "an alt or caption text on lines indented deeper than its key):\n"
+        + "\n".join(offenders))
+
+
+def test_the_front_matter_check_sees_a_long_line() -> None:
+    words = " ".join(["word"] * 20)
+    long_line = f"    alt: {words}"
+    assert len(long_line) > CODE_COLUMN
+    sample = ("Text.\n\n```{code-cell} ipython3\n---\nmystnb:\n  image:\n"
+              f"{long_line}\n    name: fig-sample\n---\nx = 1\n```\n"
+              f"\n```{{code-cell}} ipython3\nno_front_matter = 1  # {words}\n```\n")
+    assert long_front_matter_lines(sample) == [(7, len(long_line))]
+    wrapped = sample.replace(long_line, f"    alt: {words[:39]}\n      {words[40:]}")
+    assert long_front_matter_lines(wrapped) == []
+    assert (yaml.safe_load(wrapped.split("---\n")[1])
+            == yaml.safe_load(sample.split("---\n")[1]))

@@ -1,9 +1,10 @@
 /* The book's one script on top of the theme's.
 
-   Scroll cues: a table or formula wider than the column scrolls sideways in its own box,
-   which on a phone looks like a table that simply ends. Classes say on which side there is
-   more to see, and attnbook.css draws a shadow on that side. A table gets a wrapper
-   (div.attnbook-scroll-cue) that carries them; a formula carries them itself
+   Scroll cues: a table, code block, output or formula wider than the column scrolls
+   sideways in its own box, which on a phone looks like a box that simply ends. Classes say
+   on which side there is more to see, and attnbook.css draws a shadow on that side. A table
+   or a code block (its pre) gets a wrapper (div.attnbook-scroll-cue) that carries them; a
+   formula carries them itself
    (a display formula's box is the one MathJax draws, left of its equation number; an inline
    formula wider than its line becomes a scroll box of its own).
 
@@ -13,6 +14,8 @@
 (function () {
   "use strict";
   var BOXES = ".bd-content .pst-scrollable-table-container";
+  // Code and printed outputs: every pre of the content sits in a div.highlight.
+  var CODE = ".bd-content div.highlight > pre";
 
   // Mark on `marked` the sides of `box` that have more to see.
   function edges(box, marked) {
@@ -60,11 +63,13 @@
     }) : null;
     function watchContent(wrapper) {
       var table = wrapper.firstElementChild.firstElementChild;
-      if (watch && table) { watch.observe(table); }
+      if (watch && table && table.tagName === "TABLE") { watch.observe(table); }
     }
-    document.querySelectorAll(BOXES).forEach(function (box) {
+    // A code block's size changes with its wrapper's only (a folded input opens: from 0).
+    document.querySelectorAll(BOXES + ", " + CODE).forEach(function (box) {
       var wrapper = document.createElement("div");
-      wrapper.className = "attnbook-scroll-cue";
+      wrapper.className = box.tagName === "PRE" ? "attnbook-scroll-cue attnbook-code-cue"
+                                                : "attnbook-scroll-cue";
       box.parentNode.insertBefore(wrapper, box);
       wrapper.appendChild(box);
       // A scroll event does not bubble; caught on its way down, it reaches the wrapper.
