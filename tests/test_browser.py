@@ -95,12 +95,16 @@ def open_page(tab, url: str) -> dict[str, list[str]]:
            and seen["console_errors"].append(message.text))
     tab.on("pageerror", lambda error: seen["console_errors"].append(str(error)))
     tab.on("requestfailed", lambda request: seen["failed"].append(request.url))
-    response = tab.goto(url, wait_until="networkidle")
+    # "load", not "networkidle": the page is whole once MathJax has typeset and the fonts
+    # have arrived, and "networkidle" waited half a second more on every view (three views
+    # of every page). The listeners stay on: what the page does later is still seen.
+    response = tab.goto(url, wait_until="load")
     assert response is not None and response.ok, f"{url} answered {response and response.status}"
     tab.wait_for_function(
         "() => !window.MathJax || !MathJax.startup || !MathJax.startup.promise"
         " || MathJax.startup.promise.then(() => true)"
     )
+    tab.wait_for_function("() => document.fonts.ready.then(() => true)")
     return seen
 
 

@@ -233,17 +233,6 @@ def long_shown_lines(text: str, limit: int = CODE_COLUMN) -> list[tuple[int, int
             if len(line) > limit]
 
 
-def test_shown_code_lines_fit_the_column() -> None:
-    """Shown and folded code alike: only removed code may be wider than the column."""
-    offenders = [f"book/{chapter.name}:{line}: {length} characters"
-                 for chapter in sorted(BOOK.glob("*.md"))
-                 for line, length in long_shown_lines(chapter.read_text())]
-    assert not offenders, (
-        f"shown or foldable code-cell lines longer than {CODE_COLUMN} characters (break "
-        "inside brackets, put the comment on its own line, split a long string into "
-        "adjacent literals, or name an intermediate value):\n" + "\n".join(offenders))
-
-
 def test_the_column_check_sees_a_long_line() -> None:
     long_line = "x = " + "1" * 96
     assert len(long_line) == 100
@@ -286,14 +275,27 @@ def long_front_matter_lines(text: str,
     return found
 
 
-def test_code_cell_front_matter_lines_fit_the_column() -> None:
+#: What each column check reads in a chapter's code cells, and how to fix a line it finds.
+COLUMN_CHECKS = {
+    "shown or foldable code": (
+        long_shown_lines, "break inside brackets, put the comment on its own line, split a "
+        "long string into adjacent literals, or name an intermediate value"),
+    "YAML front matter": (
+        long_front_matter_lines, "continue an alt or caption text on lines indented deeper "
+        "than its key"),
+}
+
+
+@pytest.mark.parametrize("what", COLUMN_CHECKS)
+def test_code_cells_fit_the_column(what: str) -> None:
+    """Shown and folded code alike (only removed code may be wider), and every cell's
+    front matter, in lines of at most the code column."""
+    find, fix = COLUMN_CHECKS[what]
     offenders = [f"book/{chapter.name}:{line}: {length} characters"
                  for chapter in sorted(BOOK.glob("*.md"))
-                 for line, length in long_front_matter_lines(chapter.read_text())]
-    assert not offenders, (
-        f"code-cell YAML front-matter lines longer than {CODE_COLUMN} characters (continue "
-        "an alt or caption text on lines indented deeper than its key):\n"
-        + "\n".join(offenders))
+                 for line, length in find(chapter.read_text())]
+    assert not offenders, (f"{what}: lines longer than {CODE_COLUMN} characters ({fix}):\n"
+                           + "\n".join(offenders))
 
 
 def test_the_front_matter_check_sees_a_long_line() -> None:

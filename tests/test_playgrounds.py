@@ -779,11 +779,18 @@ def test_split_heads_follow_torch_as_h_and_l_change(page):
     tokens.fill("3")
     expect(root).to_have_attribute("data-l", "3", timeout=TIMEOUT)
     assert split_state(root)["cut"] == "token 1 is cut between heads 0 and 1."
-    # Out-of-range input is ignored while typing and put back on change.
+    # Out-of-range input is ignored while typing and put back on change, and said both times.
+    note = root.locator(".pg-note")
+    expect(note).to_be_hidden()
     tokens.fill("12")
+    expect(note).to_have_text("Tokens L takes a whole number from 1 to 8.", timeout=TIMEOUT)
     tokens.dispatch_event("change")
     expect(tokens).to_have_value("3", timeout=TIMEOUT)
+    expect(note).to_have_text("Tokens L must be a whole number from 1 to 8: the picture keeps "
+                              "L = 3.", timeout=TIMEOUT)
     check_split(split_state(root), 3, 8, 2)
+    tokens.fill("3")
+    expect(note).to_be_hidden(timeout=TIMEOUT)
 
     # The keyboard alone: arrow keys on the select and the number field.
     heads.focus()

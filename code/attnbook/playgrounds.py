@@ -732,6 +732,7 @@ class MultiheadSplitPlayground(_Playground):
 <span class="pg-ctl"><label for="{uid}-l">Tokens L</label>\
 <input type="number" id="{uid}-l" class="pg-l" step="1" inputmode="numeric"></span>
 </div>
+<p class="pg-note" aria-live="polite" hidden></p>
 <p class="pg-cue" hidden>The table scrolls sideways: more features \u2192</p>
 <div class="pg-scroll"><div class="pg-input pg-scroller" role="group" aria-label="The input \
 x"></div></div>

@@ -143,12 +143,23 @@ for (var d = 1; d <= DM; d++) {
 lIn.min = "1";
 lIn.max = String(MAXL);
 hSel.addEventListener("change", function () { st.h = Number(hSel.value); render(); });
+/* An L out of range is said, not dropped silently: while typing, what the field takes;
+   once the field is left, that the picture kept its L. */
+var note = find("pg-note");
+function tellL(text) {
+  note.hidden = !text;
+  if (note.textContent !== text) { note.textContent = text; }
+}
 function readL(strict) {
-  var v = Number(lIn.value);
-  if (Math.floor(v) === v && v >= 1 && v <= MAXL) {
+  var v = Number(lIn.value), range = "a whole number from 1 to " + MAXL;
+  if (lIn.value !== "" && Math.floor(v) === v && v >= 1 && v <= MAXL) {
+    tellL("");
     if (v !== st.L) { st.L = v; render(); }
   } else if (strict) {
     lIn.value = String(st.L);
+    tellL("Tokens L must be " + range + ": the picture keeps L = " + st.L + ".");
+  } else if (lIn.value !== "") {
+    tellL("Tokens L takes " + range + ".");
   }
 }
 lIn.addEventListener("input", function () { readL(false); });
