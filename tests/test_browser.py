@@ -622,7 +622,16 @@ def test_punctuation_stays_on_its_formulas_line(views, name: str, width: int) ->
 #: table's must end with the table); a formula's, an inset shadow on the box that scrolls (for
 #: a numbered equation, left of its number).
 SCROLL_CUES = """async () => {
-    const seen = [], settle = () => new Promise(r => setTimeout(r, 250));  // transition
+    // The shadows fade in and out (a CSS transition): wait for every transition the last
+    // scroll started to end, however loaded the machine (getAnimations() brings the styles
+    // up to date first), at most 5 s.
+    const pause = ms => new Promise(r => setTimeout(r, ms));
+    const seen = [], settle = async () => {
+        await pause(50);
+        const running = document.getAnimations().filter(a => a instanceof CSSTransition);
+        await Promise.race([pause(5000),
+                            Promise.all(running.map(a => a.finished.catch(() => null)))]);
+    };
     const shadows = (box, formula) => {
         if (formula) {
             const shown = getComputedStyle(box).boxShadow !== "none";
@@ -645,6 +654,7 @@ SCROLL_CUES = """async () => {
             .filter(m => m.checkVisibility()
                 && drawnWider(m, m.querySelector(":scope > mjx-math"))));
     const boxes = [...tables.map(b => [b, false]), ...formulas.map(m => [m, true])];
+    await settle();
     const starts = boxes.map(([box, formula]) => shadows(box, formula));
     for (const [box] of boxes) {
         box.scrollLeft = box.scrollWidth;
@@ -673,9 +683,7 @@ def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
     """At 390 px a table, code block, printed output, equation or inline formula wider than
     the column shows a shadow on the side that has more to see: on the right as the page
     opens, on the left once scrolled to the end."""
-    tab = views(name, PHONE).tab
-    tab.wait_for_timeout(300)  # the shadows' transition
-    cues = tab.evaluate(SCROLL_CUES)
+    cues = views(name, PHONE).tab.evaluate(SCROLL_CUES)
     missing = [c["what"] for c in cues if c["start"] != ["0", "1"] or c["end"] != ["1", "0"]]
     assert not missing, f"{name}: {len(missing)} of {len(cues)} boxes that scroll sideways " \
         f"show no cue, or the wrong one: {missing[:4]} ({cues[:2]})"
