@@ -1295,6 +1295,12 @@ def test_every_playground_fits_the_book_column(browser, width, mode):
                           for s in (".pg-fill", "label[for$='-fill']"))
             assert words["y"] < box["y"] + box["height"] / 2 < words["y"] + words["height"]
             assert box["x"] + box["width"] <= words["x"]
+            # The corner heading ("query, key") takes at most two lines, on a phone too.
+            lines = roots[kinds.index(kind)].locator(".pg-corner").first.evaluate(
+                """c => { const r = document.createRange(); r.selectNodeContents(c);
+                  return new Set(Array.from(r.getClientRects(),
+                                             b => Math.round(b.top))).size; }""")
+            assert 1 <= lines <= 2, (kind, width, lines)
         dot_box = reports["dot"]["boxes"][0]
         if width == 390:
             # The phone is the case the cue is for: the dot table and the big mask scroll.

@@ -50,8 +50,11 @@ function show(w) {
   return s === "0.00" ? "<.01" : (s === "1.00" ? ">.99" : s);
 }
 
-var table = find("pg-grid"), head = make("tr"), corner = make("th", "pg-corner",
-  "query \u2193 key \u2192");
+var table = find("pg-grid"), head = make("tr"), corner = make("th", "pg-corner");
+/* Two halves that never break inside: on a phone the corner takes two lines, not four. */
+corner.appendChild(make("span", "pg-half", "query \u2193"));
+corner.appendChild(document.createTextNode(" "));
+corner.appendChild(make("span", "pg-half", "key \u2192"));
 corner.setAttribute("scope", "col");
 head.appendChild(corner);
 for (j = 0; j < L; j++) {
