@@ -667,7 +667,11 @@ SCROLL_CUES = """async () => {
                    end: shadows(box, formula),
                    overhang: formula || !wrapper || box.tagName === "PRE" ? 0
                              : wrapper.getBoundingClientRect().bottom
-                             - box.querySelector("table").getBoundingClientRect().bottom});
+                             - box.querySelector("table").getBoundingClientRect().bottom,
+                   // how wide the shadow is, against how much of the box is out of view
+                   cue: formula || !wrapper ? 0
+                        : parseFloat(getComputedStyle(wrapper, "::before").width),
+                   hidden: box.scrollWidth - box.clientWidth});
     });
     for (const [box] of boxes) {
         box.scrollLeft = 0;
@@ -682,13 +686,15 @@ SCROLL_CUES = """async () => {
 def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
     """At 390 px a table, code block, printed output, equation or inline formula wider than
     the column shows a shadow on the side that has more to see: on the right as the page
-    opens, on the left once scrolled to the end."""
+    opens, on the left once scrolled to the end; a shadow never covers more than it hides."""
     cues = views(name, PHONE).tab.evaluate(SCROLL_CUES)
     missing = [c["what"] for c in cues if c["start"] != ["0", "1"] or c["end"] != ["1", "0"]]
     assert not missing, f"{name}: {len(missing)} of {len(cues)} boxes that scroll sideways " \
         f"show no cue, or the wrong one: {missing[:4]} ({cues[:2]})"
     overhanging = [c["what"] for c in cues if c["overhang"] > 2]
     assert not overhanging, f"{name}: shadows longer than their table: {overhanging[:4]}"
+    too_wide = [(c["what"], c["cue"], c["hidden"]) for c in cues if c["cue"] > c["hidden"] + 0.5]
+    assert not too_wide, f"{name}: shadows wider than what they hide (px): {too_wide[:4]}"
 
 
 #: The pages with an algorithm (sphinx-proof's ``prf:algorithm``).

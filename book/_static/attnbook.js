@@ -18,11 +18,14 @@
   var CODE = ".bd-content div.highlight > pre";
 
   // Mark on `marked` the sides of `box` that have more to see.
+  // A shadow is never wider than what it hides (at most 16 px): a box 6 px too narrow
+  // gets a 6 px shadow, not one over 10 px of what is in view.
   function edges(box, marked) {
     var hidden = box.scrollWidth - box.clientWidth;
     marked.classList.toggle("attnbook-more-left", hidden > 1 && box.scrollLeft > 1);
     marked.classList.toggle("attnbook-more-right",
                             hidden > 1 && box.scrollLeft < hidden - 1);
+    marked.style.setProperty("--attnbook-cue-width", Math.min(16, Math.max(hidden, 0)) + "px");
   }
 
   function update(wrapper) {
