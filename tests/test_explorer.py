@@ -600,6 +600,38 @@ def test_key_labels_sit_over_their_columns(page):
         assert abs(head_centre - cell_centre) < 1.0, (j, head_box, cell_box)
 
 
+#: Each label's drawn text, in the order of its axis, as [left, top, right, bottom, font px];
+#: a label hidden to thin a crowded axis counts as absent.
+LABEL_BOXES = """(root, selector) => Array.from(root.querySelectorAll(selector))
+    .filter(e => getComputedStyle(e).visibility === "visible").map(e => {
+    const r = document.createRange(); r.selectNodeContents(e);
+    const b = r.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom, parseFloat(getComputedStyle(e).fontSize)]; })"""
+
+
+@pytest.mark.browser
+def test_labels_stay_apart_on_a_phone(browser):
+    """At 390 px, a map of 23 queries and 18 keys (Whisper's clip, one key a second) shrinks
+    its cells to fit the column, and its labels shrink with them: no key label runs into the
+    next, no query label into the one below, none is under 9 px, every query keeps its label
+    and at least every second key does."""
+    queries = [f"word{i}" for i in range(23)]
+    keys = [f"{j} s" for j in range(18)]
+    fragment = explore(softmax_weights(2, 23, 18, seed=5), queries,
+                       key_tokens=keys)._repr_html_()
+    with watched_tab(browser, {"width": 390, "height": 900}, TIMEOUT) as tab:
+        root = show(tab, fragment)
+        for selector, axis in ((".attnx-colhead .attnx-vtext", 0), (".attnx-qbtn", 1)):
+            boxes = root.evaluate(LABEL_BOXES, selector)
+            assert len(boxes) >= (9 if axis == 0 else 23), (selector, len(boxes))
+            assert min(box[4] for box in boxes) >= 9, (selector, boxes[:2])
+            overlaps = [k for k in range(len(boxes) - 1)
+                        if boxes[k + 1][axis] < boxes[k][axis + 2] - 0.5]
+            assert not overlaps, (selector, [boxes[k:k + 2] for k in overlaps[:2]])
+        # The map still fits the phone's column: the cells shrank, nothing scrolls.
+        assert root.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
+
+
 @pytest.mark.browser
 def test_escape_clears_the_bars_from_a_row_label(page):
     root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())

@@ -100,13 +100,23 @@ var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
 var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
 var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
 /* Cells of at most 28 px that share at most 448 px, and on a narrow screen (a phone) the
-   width beside the row labels, down to 8 px a cell; a wider map scrolls in its own box. */
+   width beside the row labels, down to 9 px a cell; a wider map scrolls in its own box.
+   Labels shrink with the cells, to 9 px at the least: a row is never lower than 11 px, what
+   a 9 px label needs, and where columns are narrower than that only every second (third)
+   key is labelled, so no label runs into the next. */
 function fit() {
   if (L === undefined) { return; }
   var room = root.clientWidth - 28 - 100, n = Math.max(L, S);
   room = room > 0 ? Math.min(448, room) : 448;
-  var size = Math.max(8, Math.min(28, Math.floor(room / n)));
+  var size = Math.max(9, Math.min(28, Math.floor(room / n))), line = Math.max(size, 11);
+  var every = Math.ceil(11 / size);
   root.style.setProperty("--attnx-cell", size + "px");
+  root.style.setProperty("--attnx-row", line + "px");
+  root.style.setProperty("--attnx-font", Math.min(12, Math.max(9, Math.floor(line / 1.25)))
+                         + "px");
+  for (var j = 0; j < colheads.length; j++) {
+    colheads[j].classList.toggle("attnx-thin", j % every !== 0);
+  }
 }
 window.addEventListener("resize", fit);
 function build() {
@@ -127,6 +137,7 @@ for (j = 0; j < S; j++) {
   ch.appendChild(make("span", "attnx-vtext", KT[j]));
   colheads.push(ch);
 }
+fit();
 for (i = 0; i < L; i++) {
   var row = addDiv(grid, "attnx-row", "row");
   var qb = make("button", "attnx-qbtn", QT[i]);
