@@ -108,14 +108,14 @@ function fit() {
   if (L === undefined) { return; }
   var room = root.clientWidth - 28 - 100, n = Math.max(L, S);
   room = room > 0 ? Math.min(448, room) : 448;
-  var size = Math.max(9, Math.min(28, Math.floor(room / n))), line = Math.max(size, 11);
-  var every = Math.ceil(11 / size);
+  var LABEL = 11;  /* px a 9 px label needs, across its line */
+  var size = Math.max(9, Math.min(28, Math.floor(room / n))), line = Math.max(size, LABEL);
+  var every = Math.ceil(LABEL / size), font = Math.min(12, Math.max(9, Math.floor(line / 1.25)));
   root.style.setProperty("--attnx-cell", size + "px");
   root.style.setProperty("--attnx-row", line + "px");
-  root.style.setProperty("--attnx-font", Math.min(12, Math.max(9, Math.floor(line / 1.25)))
-                         + "px");
-  for (var j = 0; j < colheads.length; j++) {
-    colheads[j].classList.toggle("attnx-thin", j % every !== 0);
+  root.style.setProperty("--attnx-font", font + "px");
+  for (var k = 0; k < colheads.length; k++) {
+    colheads[k].classList.toggle("attnx-thin", k % every !== 0);
   }
 }
 window.addEventListener("resize", fit);
