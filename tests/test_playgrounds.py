@@ -11,6 +11,7 @@ dot products, ``masked_softmax`` and a plain-torch ``-1e9`` fill for the masks, 
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
 import re
 import tomllib
@@ -459,14 +460,26 @@ def handle(root, index: int):
     return root.locator(f'.pg-handle[data-p="{index}"]')
 
 
+#: Where a data point is drawn on the screen, read off the grid: its outermost vertical
+#: lines are x = lo and x = hi, its outermost horizontal ones y = hi and y = lo.
+SCREEN_POINT = """(svg, [x, y, lo, hi]) => {
+    const lines = Array.from(svg.querySelectorAll("line.pg-gridline, line.pg-axis"));
+    const at = (l, a) => l[a].baseVal.value;
+    const xs = lines.filter(l => at(l, "x1") === at(l, "x2")).map(l => at(l, "x1"));
+    const ys = lines.filter(l => at(l, "y1") === at(l, "y2")).map(l => at(l, "y1"));
+    const [left, right] = [Math.min(...xs), Math.max(...xs)];
+    const [top, bottom] = [Math.min(...ys), Math.max(...ys)];
+    const p = new DOMPoint(left + (x - lo) / (hi - lo) * (right - left),
+                           top + (hi - y) / (hi - lo) * (bottom - top));
+    const s = p.matrixTransform(svg.getScreenCTM());
+    return [s.x, s.y];
+}"""
+
+
 def screen_point(root, data: dict, x: float, y: float) -> tuple[float, float]:
-    """Where the data point (x, y) is on the screen (the script's own mapping)."""
-    box = root.locator(".pg-svg").bounding_box()
-    vb, pad = 380, 14
-    unit = (vb - 2 * pad) / (data["hi"] - data["lo"])
-    f = box["width"] / vb
-    return (box["x"] + (pad + (x - data["lo"]) * unit) * f,
-            box["y"] + (pad + (data["hi"] - y) * unit) * f)
+    """Where the data point (x, y) is on the screen."""
+    sx, sy = root.locator(".pg-svg").evaluate(SCREEN_POINT, [x, y, data["lo"], data["hi"]])
+    return sx, sy
 
 
 @pytest.mark.browser
@@ -524,8 +537,13 @@ TICKS_UNDER_LABELS = """r => {
 def test_dot_labels_never_half_cover_an_axis_number(page):
     fragment = dot_product_playground()._repr_html_()
     (root,) = show(page, fragment)
-    # The long misaligned key at (2, 6) has its label over the y axis's "6".
+    # The axis numbers sit outside the grid, so the long misaligned key's label at (2, 6),
+    # which crosses the y axis, leaves every one of them in sight.
     assert root.evaluate(TICKS_UNDER_LABELS) == []
+    hidden = root.locator(".pg-tick").evaluate_all(
+        "ts => ts.filter(t => getComputedStyle(t).visibility === 'hidden')"
+        ".map(t => t.textContent)")
+    assert hidden == []
     misaligned = handle(root, 4)
     misaligned.focus()
     for key in ("Shift+ArrowLeft", "Shift+ArrowLeft", "Shift+ArrowDown", "Shift+ArrowDown"):
@@ -534,6 +552,46 @@ def test_dot_labels_never_half_cover_an_axis_number(page):
         assert root.evaluate(TICKS_UNDER_LABELS) == [], key
     assert root.locator(".pg-tick").evaluate_all(
         "ts => ts.filter(t => getComputedStyle(t).visibility !== 'hidden').length") >= 8
+
+
+def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:
+    """The colour drawn at each screen point, as RGB in [0, 1]."""
+    import matplotlib.image
+
+    shot = matplotlib.image.imread(io.BytesIO(page.screenshot()))[..., :3]
+    scale = shot.shape[1] / page.viewport_size["width"]
+    return [shot[round(y * scale), round(x * scale)] for x, y in points]
+
+
+def hex_rgb(colour: str) -> np.ndarray:
+    return np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+
+
+@pytest.mark.browser
+def test_dot_a_key_on_the_query_stays_in_sight(page):
+    """The exact match starts where the query is, and the query is drawn over it: its colour
+    shows as a ring around the query's dot, and once moved off it is a plain dot again."""
+    fragment = dot_product_playground()._repr_html_()
+    data = script_data(fragment)
+    (root,) = show(page, fragment)
+    exact = data["labels"].index("exact match")
+    assert data["keys"][exact] == data["q"]
+    x, y = screen_point(root, data, *data["q"])
+    scale = root.locator(".pg-svg").evaluate("s => s.getScreenCTM().a")
+    ring = [(x + dx * 9 * scale, y + dy * 9 * scale) for dx, dy in
+            ((1, 0), (-1, 0), (0, 1), (0, -1))]
+    orange, dark = hex_rgb(data["colours"][exact]), hex_rgb(data["qColour"])
+    centre, *around = colours_at(page, [(x, y)] + ring)
+    assert np.abs(centre - dark).max() < 0.1, centre  # the query's dot on top
+    for colour in around:  # and the key's colour all round it (not the arrows' alone)
+        assert np.abs(colour - orange).max() < 0.25, (around, orange)  # (antialiasing)
+    key = handle(root, 1 + exact)
+    key.focus()
+    page.keyboard.press("Shift+ArrowUp")
+    expect(key).to_have_attribute("data-y", str(data["q"][1] + 1).removesuffix(".0"),
+                                  timeout=TIMEOUT)
+    assert key.locator(".pg-dot").get_attribute("r") == handle(root, 0).locator(
+        ".pg-dot").get_attribute("r")  # apart, a key's dot is the query's size
 
 
 @pytest.mark.browser

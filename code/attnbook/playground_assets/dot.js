@@ -3,13 +3,15 @@
    query, point 1 + j is key j. The page's numbers are what this code computes:
    scores c * (q . k_j), weights softmax over j, output sum_j w_j v_j. */
 var svg = find("pg-svg");
-var VB = 380, PAD = 14, LO = D.lo, HI = D.hi, U = (VB - 2 * PAD) / (HI - LO);
+/* The plot is a square of VB units; the axis numbers sit in margins outside it (LM on the
+   left, BM below), where no point's label can cover them. */
+var VB = 380, PAD = 14, LM = 22, BM = 16, LO = D.lo, HI = D.hi, U = (VB - 2 * PAD) / (HI - LO);
 var S = D.keys.length, FIXED_V = D.values !== null;
 var P = [D.q.slice()].concat(D.keys.map(function (k) { return k.slice(); }));
 var st = { c: D.scale, drag: -1, w: [], out: [0, 0] };
 var slider = find("pg-scale"), scaleOut = find("pg-scale-out");
 
-function px(x) { return PAD + (x - LO) * U; }
+function px(x) { return LM + PAD + (x - LO) * U; }
 function py(y) { return PAD + (HI - y) * U; }
 var OX = px(0), OY = py(0);
 function snap(v) {
@@ -19,17 +21,17 @@ function snap(v) {
 function pair(p) { return "(" + fixed(p[0], 1) + ", " + fixed(p[1], 1) + ")"; }
 function sig(v) { return String(Number(v.toPrecision(3))); }
 
-svg.setAttribute("viewBox", "0 0 " + VB + " " + VB);
+svg.setAttribute("viewBox", "0 0 " + (LM + VB) + " " + (VB + BM));
 var grid = el("g", { "aria-hidden": "true" }, svg);
 var gstep = HI - LO > 24 ? 2 : 1, step = HI - LO > 12 ? 2 * gstep : gstep, t, ticks = [];
 for (t = LO; t <= HI; t += gstep) {
   var cls = t === 0 ? "pg-axis" : "pg-gridline";
   el("line", { x1: px(t), y1: py(LO), x2: px(t), y2: py(HI), "class": cls }, grid);
   el("line", { x1: px(LO), y1: py(t), x2: px(HI), y2: py(t), "class": cls }, grid);
-  if (t !== 0 && t % step === 0 && t > LO && t < HI) {
-    ticks.push(el("text", { x: px(t), y: py(0) + 13, "text-anchor": "middle",
+  if (t % step === 0 && t > LO && t < HI) {
+    ticks.push(el("text", { x: px(t), y: py(LO) + 13, "text-anchor": "middle",
                             "class": "pg-tick" }, grid));
-    ticks.push(el("text", { x: px(0) - 5, y: py(t) + 4, "text-anchor": "end",
+    ticks.push(el("text", { x: px(LO) - 5, y: py(t) + 4, "text-anchor": "end",
                             "class": "pg-tick" }, grid));
     ticks[ticks.length - 2].textContent = ticks[ticks.length - 1].textContent = String(t);
   }
@@ -59,7 +61,7 @@ if (FIXED_V) {
     vmarks.push(vm);
   }
 }
-var arrows = [], handles = [], tips = [];
+var arrows = [], handles = [], tips = [], discs = [];
 for (i = 0; i <= S; i++) { arrows.push(arrow(colours[i], i === 0 ? "pg-vq" : "pg-vk")); }
 var outArrow = arrow(D.outColour, "pg-vo");
 /* Keys first, the query last: drawn on top, so it can be grabbed where a key coincides
@@ -70,7 +72,7 @@ for (var n = 1; n <= S + 1; n++) {
                     "aria-roledescription": "movable point",
                     "aria-describedby": D.id + "-help", "data-p": i }, svg);
   el("circle", { r: 14, "class": "pg-ring" }, h);
-  el("circle", { r: 7, fill: colours[i], "class": "pg-dot" }, h);
+  discs[i] = el("circle", { r: 7, fill: colours[i], "class": "pg-dot" }, h);
   var short = names[i].length > 18 ? names[i].slice(0, 17) + "\u2026" : names[i];
   var tip = el("text", { x: 10, y: -9, "class": "pg-lab" }, h);
   tip.textContent = short;
@@ -163,6 +165,11 @@ function render() {
     handles[k].setAttribute("aria-label", (k === 0 ? "query " : "key ") + names[k] +
                             " at " + pair(p));
     place(tips[k], p, k === 0 ? -1 : 1, 0, 0);
+    /* A key on the query (the exact match) is drawn as a wider disc under the query's,
+       a ring of its colour around it, so it stays in sight. */
+    if (k > 0) {
+      discs[k].setAttribute("r", p[0] === P[0][0] && p[1] === P[0][1] ? 11 : 7);
+    }
   }
   drawArrow(outArrow, r.out);
   hideTicksUnderLabels();
@@ -208,8 +215,8 @@ find("pg-reset").addEventListener("click", function () {
 });
 
 function pointAt(ev) {
-  var box = svg.getBoundingClientRect(), f = VB / box.width;
-  return [snap(((ev.clientX - box.left) * f - PAD) / U + LO),
+  var box = svg.getBoundingClientRect(), f = (LM + VB) / box.width;
+  return [snap(((ev.clientX - box.left) * f - LM - PAD) / U + LO),
           snap(HI - ((ev.clientY - box.top) * f - PAD) / U)];
 }
 handles.forEach(function (h, k) {
