@@ -632,6 +632,35 @@ def test_labels_stay_apart_on_a_phone(browser):
         assert root.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
 
 
+#: The head tiles' rows, as the number of tiles in each; and each control's label and
+#: its select, as [label top, label bottom, select top, select bottom].
+TILE_ROWS = """r => { const rows = new Map();
+    for (const t of r.querySelectorAll(".attnx-tile")) {
+        const top = Math.round(t.getBoundingClientRect().top);
+        rows.set(top, (rows.get(top) || 0) + 1); }
+    return Array.from(rows.values()); }"""
+CONTROL_LINES = """r => Array.from(r.querySelectorAll(".attnx-ctl:not([hidden])"), c => {
+    const l = c.querySelector("label").getBoundingClientRect();
+    const s = c.querySelector("select").getBoundingClientRect();
+    return [l.top, l.bottom, s.top, s.bottom]; })"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [390, 1280])
+def test_head_tiles_make_even_rows_and_each_select_stays_by_its_name(browser, width):
+    """Nine heads (SmolLM2's) on a phone make rows of three, not 4, 4 and a lone ninth;
+    and every select, the colour scale's too, sits on the line of its name."""
+    fragment = explore(softmax_weights(1, 9, 6, 6, seed=2), list("abcdef"))._repr_html_()
+    with watched_tab(browser, {"width": width, "height": 900}, TIMEOUT) as tab:
+        root = show(tab, fragment)
+        rows = root.evaluate(TILE_ROWS)
+        assert sum(rows) == 9 and max(rows) - min(rows) <= 1, rows
+        if width == 390:
+            assert len(rows) > 1, rows  # (the case this is about: a wrapping column)
+        for label_top, label_bottom, top, bottom in root.evaluate(CONTROL_LINES):
+            assert top < label_bottom and label_top < bottom, (label_top, top)
+
+
 @pytest.mark.browser
 def test_escape_clears_the_bars_from_a_row_label(page):
     root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())

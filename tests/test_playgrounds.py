@@ -1359,6 +1359,18 @@ def test_every_playground_fits_the_book_column(browser, width, mode):
                   return new Set(Array.from(r.getClientRects(),
                                              b => Math.round(b.top))).size; }""")
             assert 1 <= lines <= 2, (kind, width, lines)
+        # The rotary playground's sliders start at one x, each readout beside or under its
+        # own slider, inside the panel.
+        sliders = roots[kinds.index("rope")].evaluate("""r => Array.from(
+            r.querySelectorAll('.pg-controls input[type=range]'), s => {
+              const b = s.getBoundingClientRect(), o = s.nextElementSibling
+                .getBoundingClientRect(), p = r.getBoundingClientRect();
+              return [b.left, b.right, o.left, o.top, b.top, p.right];
+            })""")
+        assert len(sliders) == 3 and len({round(s[0]) for s in sliders}) == 1, sliders
+        for left, right, out_left, out_top, top, panel in sliders:
+            assert right - left >= 100 and out_left >= left - 0.5 and out_top >= top - 12
+            assert right <= panel, sliders
         dot_box = reports["dot"]["boxes"][0]
         if width == 390:
             # The phone is the case the cue is for: the dot table and the big mask scroll.

@@ -598,7 +598,7 @@ _SKELETON = """\
 <select id="{uid}-query" class="attnx-query"></select></span>
 <span class="attnx-ctl"><label for="{uid}-scale">Colours</label>
 <select id="{uid}-scale" class="attnx-scale"><option value="fixed">fixed scale</option>\
-<option value="head">stretched to each head</option></select></span>
+<option value="head">stretched per head</option></select></span>
 <button type="button" class="attnx-toggle" aria-expanded="true" aria-controls="{uid}-ov">\
 All heads of this layer</button>
 </div>

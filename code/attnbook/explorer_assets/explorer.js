@@ -82,7 +82,7 @@ if (D.title) {
 var layerSel = find("attnx-layer"), headSel = find("attnx-head"), querySel = find("attnx-query");
 var scaleSel = find("attnx-scale"), setSel = find("attnx-sentence"), viewSel = find("attnx-view");
 scaleSel.options[0].textContent = "fixed, " + tick(VMIN) + " to " + tick(VMAX);
-scaleSel.options[1].textContent = "stretched to each head's maximum";
+scaleSel.options[1].textContent = "stretched per head";
 function option(sel, val, text) {
   var o = make("option", null, text);
   o.value = String(val);
@@ -117,6 +117,17 @@ function fit() {
   for (var k = 0; k < colheads.length; k++) {
     colheads[k].classList.toggle("attnx-thin", k % every !== 0);
   }
+  balanceTiles();
+}
+/* The head tiles in rows of equal length, or nearly: as few rows as the column allows, and
+   as few tiles to a row as that number of rows needs (nine heads in a 4-wide column make
+   three rows of three, not 4, 4 and 1). */
+function balanceTiles() {
+  var GAP = 6, step = tiles.length ? tiles[0].offsetWidth + GAP : 0;
+  if (step <= GAP) { return; }
+  var across = Math.max(1, Math.floor((root.clientWidth - 28 + GAP) / step));
+  var rows = Math.ceil(tiles.length / across);
+  ov.style.maxWidth = rows > 1 ? Math.ceil(tiles.length / rows) * step - GAP + 1 + "px" : "";
 }
 window.addEventListener("resize", fit);
 function build() {
@@ -195,6 +206,7 @@ for (h = 0; h < NH; h++) {
   ov.appendChild(tile);
 }
 if (NH < 2) { ov.hidden = true; toggle.hidden = true; }
+balanceTiles();
 
 var stops = [];
 for (k = 0; k <= 16; k++) {
@@ -350,6 +362,7 @@ toggle.addEventListener("click", function () {
   var open = ov.hidden;
   ov.hidden = !open;
   toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  if (open) { balanceTiles(); }
 });
 ov.addEventListener("click", function (e) {
   var t = e.target.closest ? e.target.closest(".attnx-tile") : null;
