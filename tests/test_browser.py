@@ -697,6 +697,32 @@ def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
     assert not too_wide, f"{name}: shadows wider than what they hide (px): {too_wide[:4]}"
 
 
+#: Each linked figure with a caption: the share of its own width it is shown at (percent)
+#: and what its caption adds after the text (CSS ``content``, "none" when nothing).
+FIGURE_HINTS = """() => [...document.querySelectorAll("article a.attnbook-figure-link > img")]
+    .filter(img => img.closest("figure") && img.closest("figure").querySelector("figcaption"))
+    .map(img => [100 * img.getBoundingClientRect().width / img.naturalWidth,
+                 getComputedStyle(img.closest("figure").querySelector("figcaption"),
+                                  "::after").content])"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None:
+    """A figure shown at under 60 % of its own size (on a phone its smallest text is then
+    about 5 px) says so in its caption, with the percentage, and that it opens full size;
+    a figure shown larger adds nothing."""
+    for width in (PHONE, DESKTOP):
+        figures = views(name, width).tab.evaluate(FIGURE_HINTS)
+        if not figures:
+            pytest.skip(f"{name} has no captioned figure")
+        for shown, after in figures:
+            if shown < 60:
+                assert f"Shown at {round(shown)}% of its size" in after, (width, shown, after)
+                assert "open it full size" in after
+            else:
+                assert after == "none", (width, shown, after)
+
+
 #: The pages with an algorithm (sphinx-proof's ``prf:algorithm``).
 ALGORITHM_PAGES = ["book/efficient-attention"]
 #: An algorithm's formulas, inline and displayed, as [drawn width, box width] in px.

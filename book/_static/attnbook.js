@@ -10,7 +10,10 @@
 
    The phone's chapter list: the theme opens the sidebar as a drawer (a dialog) scrolled to
    its top, where the current chapter of a later part is out of sight; it is scrolled into
-   view each time the drawer opens. */
+   view each time the drawer opens.
+
+   Figures shown small: a figure shrunk to well under its own size says so in its caption,
+   and that a tap opens it full size. */
 (function () {
   "use strict";
   var BOXES = ".bd-content .pst-scrollable-table-container";
@@ -102,6 +105,36 @@
     });
   }
 
+  // A figure shown at under SHRUNK of its own size (on a phone, where its smallest text is
+  // then about 5 px) says in its caption how small it is shown, and that it opens alone, full
+  // size, to zoom into: the whole figure is a link to its picture.
+  var SHRUNK = 0.6;
+  function markShrunkFigures() {
+    document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
+      .forEach(function (img) {
+        var figure = img.closest("figure");
+        var caption = figure && figure.querySelector(":scope > figcaption");
+        if (!caption || !img.naturalWidth) { return; }
+        var shown = img.getBoundingClientRect().width / img.naturalWidth;
+        figure.classList.toggle("attnbook-shrunk", shown < SHRUNK);
+        caption.setAttribute("data-attnbook-shown", String(Math.round(100 * shown)));
+      });
+  }
+
+  function watchFigures() {
+    document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
+      .forEach(function (img) {
+        if (!img.complete) { img.addEventListener("load", markShrunkFigures); }
+      });
+    markShrunkFigures();
+    var pending = false;
+    window.addEventListener("resize", function () {
+      if (pending) { return; }
+      pending = true;
+      requestAnimationFrame(function () { pending = false; markShrunkFigures(); });
+    });
+  }
+
   function showCurrentChapterInDrawer() {
     var drawer = document.getElementById("pst-primary-sidebar-modal");
     if (!drawer || !window.MutationObserver) { return; }
@@ -113,6 +146,7 @@
 
   function setUp() {
     addCues();
+    watchFigures();
     showCurrentChapterInDrawer();
   }
 
