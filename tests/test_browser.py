@@ -697,11 +697,11 @@ def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
     assert not too_wide, f"{name}: shadows wider than what they hide (px): {too_wide[:4]}"
 
 
-#: Each linked figure with a caption: the share of its own width it is shown at (percent)
-#: and what its caption adds after the text (CSS ``content``, "none" when nothing).
+#: Each linked figure with a caption: the share of its own width it is shown at, and what
+#: its caption adds after the text (CSS ``content``, "none" when nothing).
 FIGURE_HINTS = """() => [...document.querySelectorAll("article a.attnbook-figure-link > img")]
     .filter(img => img.closest("figure") && img.closest("figure").querySelector("figcaption"))
-    .map(img => [100 * img.getBoundingClientRect().width / img.naturalWidth,
+    .map(img => [img.getBoundingClientRect().width / img.naturalWidth,
                  getComputedStyle(img.closest("figure").querySelector("figcaption"),
                                   "::after").content])"""
 
@@ -716,8 +716,9 @@ def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None
         if not figures:
             pytest.skip(f"{name} has no captioned figure")
         for shown, after in figures:
-            if shown < 60:
-                assert f"Shown at {round(shown)}% of its size" in after, (width, shown, after)
+            if shown < 0.6:  # as the script decides; its percentage is Math.round's
+                percent = int(100 * shown + 0.5)
+                assert f"Shown at {percent}% of its size" in after, (width, shown, after)
                 assert "open it full size" in after
             else:
                 assert after == "none", (width, shown, after)
