@@ -699,22 +699,23 @@ def test_what_scrolls_sideways_on_a_phone_shows_it(views, name: str) -> None:
 
 #: Each linked figure with a caption: the share of its own width it is shown at, and what
 #: its caption adds after the text (CSS ``content``, "none" when nothing).
+#: A picture without a caption carries the note in a line after it.
 FIGURE_HINTS = """() => [...document.querySelectorAll("article a.attnbook-figure-link > img")]
-    .filter(img => img.closest("figure") && img.closest("figure").querySelector("figcaption"))
-    .map(img => [img.getBoundingClientRect().width / img.naturalWidth,
-                 getComputedStyle(img.closest("figure").querySelector("figcaption"),
-                                  "::after").content])"""
+    .map(img => [img, img.closest("figure") && img.closest("figure").querySelector(
+        ":scope > figcaption") || img.parentNode.nextElementSibling])
+    .map(([img, note]) => [img.getBoundingClientRect().width / img.naturalWidth,
+                           note ? getComputedStyle(note, "::after").content : "no note"])"""
 
 
 @pytest.mark.parametrize("name", PAGES)
 def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None:
     """A figure shown at under 60 % of its own size (on a phone its smallest text is then
-    about 5 px) says so in its caption, with the percentage, and that it opens full size;
-    a figure shown larger adds nothing."""
+    about 5 px) says so in its caption (a picture without one, in a line after it), with
+    the percentage, and that it opens full size; a figure shown larger adds nothing."""
     for width in (PHONE, DESKTOP):
         figures = views(name, width).tab.evaluate(FIGURE_HINTS)
         if not figures:
-            pytest.skip(f"{name} has no captioned figure")
+            pytest.skip(f"{name} has no figure")
         for shown, after in figures:
             if shown < 0.6:  # as the script decides; its percentage is Math.round's
                 percent = int(100 * shown + 0.5)
@@ -722,6 +723,31 @@ def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None
                 assert "open it full size" in after
             else:
                 assert after == "none", (width, shown, after)
+
+
+#: Table cells that hold one number, and on how many lines each is drawn.
+NUMBER_CELLS = r"""() => [...document.querySelectorAll("article table td")]
+    .filter(td => /^\s*[-+−]?[\d.,]+(e[-+−]?\d+)?\s*%?\s*$/i.test(td.textContent))
+    .filter(td => td.checkVisibility())
+    .map(td => {
+        const tops = [], walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+            const r = document.createRange(); r.selectNodeContents(t);
+            for (const b of r.getClientRects()) if (b.width > 0) tops.push(b.top);
+        }
+        // Lines are a line height apart; the pieces of one line within a few px.
+        tops.sort((a, b) => a - b);
+        const lines = tops.filter((top, i) => i === 0 || top - tops[i - 1] > 4);
+        return [td.textContent.trim(), lines.length]; })"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_a_number_in_a_table_is_never_broken_across_lines(views, name: str) -> None:
+    """At 390 px a table cell that holds one number ("7.18e-01", "2.3e-09") shows it on one
+    line: a phone's narrow column had broken such numbers after their "e-"."""
+    cells = views(name, PHONE).tab.evaluate(NUMBER_CELLS)
+    broken = [text for text, lines in cells if lines > 1]
+    assert not broken, f"{name}: numbers broken across lines: {broken[:6]} of {len(cells)}"
 
 
 #: The pages with an algorithm (sphinx-proof's ``prf:algorithm``).

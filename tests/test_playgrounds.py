@@ -520,13 +520,16 @@ def test_dot_opening_state_and_the_keyboard(page):
 #: Axis numbers drawn where a point's label covers part of them, as "tick under label".
 TICKS_UNDER_LABELS = """r => {
     const shown = e => getComputedStyle(e).visibility !== "hidden";
+    // A label covers its box and its white halo, 2 units of the drawing around it.
+    const halo = 2 * r.querySelector(".pg-svg").getScreenCTM().a;
     const labels = Array.from(r.querySelectorAll(".pg-lab")).filter(shown)
         .map(e => [e.textContent, e.getBoundingClientRect()]);
     const hits = [];
     for (const tick of Array.from(r.querySelectorAll(".pg-tick")).filter(shown)) {
         const b = tick.getBoundingClientRect();
         for (const [name, o] of labels)
-            if (b.left < o.right && o.left < b.right && b.top < o.bottom && o.top < b.bottom)
+            if (b.left < o.right + halo && o.left - halo < b.right &&
+                b.top < o.bottom + halo && o.top - halo < b.bottom)
                 hits.push(`${tick.textContent} under ${name}`);
     }
     return hits;
@@ -552,6 +555,13 @@ def test_dot_labels_never_half_cover_an_axis_number(page):
         assert root.evaluate(TICKS_UNDER_LABELS) == [], key
     assert root.locator(".pg-tick").evaluate_all(
         "ts => ts.filter(t => getComputedStyle(t).visibility !== 'hidden').length") >= 8
+    # A key in the grid's bottom-left corner, its label beside the x axis's numbers.
+    short = handle(root, 2)
+    short.focus()
+    for key in ("Shift+ArrowLeft",) * 4 + ("Shift+ArrowDown",) * 3:
+        page.keyboard.press(key)
+    expect(short).to_have_attribute("aria-label", re.compile(r"at \(-2\.0, -2\.0\)"))
+    assert root.evaluate(TICKS_UNDER_LABELS) == []
 
 
 def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:

@@ -112,9 +112,20 @@
   function markShrunkFigures() {
     document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
       .forEach(function (img) {
+        if (!img.naturalWidth) { return; }
         var figure = img.closest("figure");
         var caption = figure && figure.querySelector(":scope > figcaption");
-        if (!caption || !img.naturalWidth) { return; }
+        if (!caption) {
+          // A picture without a caption gets a line of its own after it, for the same note.
+          var link = img.parentNode;
+          caption = link.nextElementSibling;
+          if (!caption || !caption.classList.contains("attnbook-shrunk-note")) {
+            caption = document.createElement("p");
+            caption.className = "attnbook-shrunk-note";
+            link.parentNode.insertBefore(caption, link.nextSibling);
+          }
+          figure = caption;
+        }
         var shown = img.getBoundingClientRect().width / img.naturalWidth;
         figure.classList.toggle("attnbook-shrunk", shown < SHRUNK);
         caption.setAttribute("data-attnbook-shown", String(Math.round(100 * shown)));
@@ -144,7 +155,17 @@
     }).observe(drawer, { attributes: true, attributeFilter: ["open"] });
   }
 
+  // A table cell that holds one number keeps it on one line: "7.18e-01" broke after its
+  // "e-" in a phone's narrow column, and the table scrolls sideways anyway.
+  var NUMBER = /^\s*[-+\u2212]?[\d.,]+(e[-+\u2212]?\d+)?\s*%?\s*$/i;
+  function keepNumbersWhole() {
+    document.querySelectorAll(".bd-content table td").forEach(function (cell) {
+      if (NUMBER.test(cell.textContent)) { cell.classList.add("attnbook-number"); }
+    });
+  }
+
   function setUp() {
+    keepNumbersWhole();
     addCues();
     watchFigures();
     showCurrentChapterInDrawer();

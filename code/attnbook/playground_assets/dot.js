@@ -136,12 +136,14 @@ function place(text, p, side, x0, y0) {
 }
 
 /* An axis number that a point's label would half cover is hidden while the label is there:
-   the label is what the reader is looking at. */
+   the label is what the reader is looking at. A label covers its box and the white halo
+   around it (HALO, half the width of its outline). */
 function hideTicksUnderLabels() {
-  var boxes = [], k;
+  var boxes = [], k, HALO = 2;
   for (k = 0; k <= S; k++) {
     var b = tips[k].getBBox();
-    boxes.push([b.x + px(P[k][0]), b.y + py(P[k][1]), b.width, b.height]);
+    boxes.push([b.x + px(P[k][0]) - HALO, b.y + py(P[k][1]) - HALO, b.width + 2 * HALO,
+                b.height + 2 * HALO]);
   }
   ticks.forEach(function (tick) {
     var b = tick.getBBox(), hit = boxes.some(function (o) {
