@@ -815,6 +815,22 @@ def test_no_tokenizer_marker_shows_as_text(views, name: str) -> None:
     seen = views(name).tab.evaluate(TOKENIZER_MARKERS)
     assert not seen, f"{name}: tokenizer markers in the visible text: {seen[:5]}"
 
+#: Reference entries whose text shows LaTeX markup (a command, maths between dollars).
+RAW_TEX_IN_REFERENCES = r"""() => [...document.querySelectorAll(
+        "article div.citation, article aside.footnote")]
+    .map(entry => entry.textContent)
+    .filter(text => /\\[a-zA-Z]+|\$[^$]*\$|[{}]/.test(text))
+    .map(text => text.trim().slice(0, 80))"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_reference_shows_latex_markup(views, name: str) -> None:
+    """A reference list shows what the bibliography means, not its markup: a title written
+    with ``\texttt{...}`` or ``H$_2$O`` had shown the backslash and the dollars."""
+    raw = views(name).tab.evaluate(RAW_TEX_IN_REFERENCES)
+    assert not raw, f"{name}: references that show LaTeX markup: {raw[:4]}"
+
+
 #: Inline code in a table that the browser laid out over more than one line.
 CODE_BROKEN_IN_TABLES = """() => [...document.querySelectorAll("article table code.literal")]
     .filter(code => code.checkVisibility() && code.getClientRects().length > 1)

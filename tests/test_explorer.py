@@ -479,11 +479,17 @@ def test_overview_shows_every_head_and_clicking_one_selects_it(page):
     for h in range(3):
         assert tile_pixel(h, 1, 3) == rgb(WEIGHTS[1, h, 1, 3])
 
-    toggle = root.get_by_role("button", name="All heads of this layer")
+    # The button says what a click will do: hide the tiles, then show them again.
+    toggle = root.locator(".attnx-toggle")
+    expect(toggle).to_have_text("Hide the heads of this layer")
     expect(toggle).to_have_attribute("aria-expanded", "true", timeout=TIMEOUT)
     toggle.click()
     expect(root.locator(".attnx-ov")).to_be_hidden(timeout=TIMEOUT)
     expect(toggle).to_have_attribute("aria-expanded", "false", timeout=TIMEOUT)
+    expect(toggle).to_have_text("Show the heads of this layer")
+    toggle.click()
+    expect(root.locator(".attnx-ov")).to_be_visible(timeout=TIMEOUT)
+    expect(toggle).to_have_text("Hide the heads of this layer")
 
 
 @pytest.mark.browser

@@ -600,7 +600,7 @@ _SKELETON = """\
 <select id="{uid}-scale" class="attnx-scale"><option value="fixed">fixed scale</option>\
 <option value="head">stretched per head</option></select></span>
 <button type="button" class="attnx-toggle" aria-expanded="true" aria-controls="{uid}-ov">\
-All heads of this layer</button>
+Hide the heads of this layer</button>
 </div>
 <div class="attnx-ov" id="{uid}-ov" role="group" \
 aria-label="Every head of the chosen layer; pick one to show it"></div>

@@ -362,6 +362,7 @@ toggle.addEventListener("click", function () {
   var open = ov.hidden;
   ov.hidden = !open;
   toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  toggle.textContent = (open ? "Hide" : "Show") + " the heads of this layer";
   if (open) { balanceTiles(); }
 });
 ov.addEventListener("click", function (e) {
