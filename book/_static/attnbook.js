@@ -58,6 +58,16 @@
       });
   }
 
+  // Call `measure` again as the window is resized, at most once a frame.
+  function onResize(measure) {
+    var pending = false;
+    window.addEventListener("resize", function () {
+      if (pending) { return; }
+      pending = true;
+      requestAnimationFrame(function () { pending = false; measure(); });
+    });
+  }
+
   function addCues() {
     var wrappers = [];
     // Measured again whenever the box or what it holds changes size: the column narrows, or
@@ -97,12 +107,7 @@
         markWideFormulas();
       });
     });
-    var pending = false;
-    window.addEventListener("resize", function () {
-      if (pending) { return; }
-      pending = true;
-      requestAnimationFrame(function () { pending = false; markWideFormulas(); });
-    });
+    onResize(markWideFormulas);
   }
 
   // A figure shown at under SHRUNK of its own size (on a phone, where its smallest text is
@@ -138,12 +143,7 @@
         if (!img.complete) { img.addEventListener("load", markShrunkFigures); }
       });
     markShrunkFigures();
-    var pending = false;
-    window.addEventListener("resize", function () {
-      if (pending) { return; }
-      pending = true;
-      requestAnimationFrame(function () { pending = false; markShrunkFigures(); });
-    });
+    onResize(markShrunkFigures);
   }
 
   function showCurrentChapterInDrawer() {
