@@ -4,7 +4,7 @@
    scores c * (q . k_j), weights softmax over j, output sum_j w_j v_j. */
 var svg = find("pg-svg");
 /* The plot is a square of VB units; the axis numbers sit in margins outside it (LM on the
-   left, BM below), where no point's label can cover them. */
+   left, BM below), where only the label of a point at the grid's edge reaches them. */
 var VB = 380, PAD = 14, LM = 22, BM = 16, LO = D.lo, HI = D.hi, U = (VB - 2 * PAD) / (HI - LO);
 var S = D.keys.length, FIXED_V = D.values !== null;
 var P = [D.q.slice()].concat(D.keys.map(function (k) { return k.slice(); }));
