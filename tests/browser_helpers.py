@@ -97,6 +97,8 @@ def watched_tab(browser, viewport: dict[str, int], timeout: float, *,
 
 
 BOOK_CSS = Path(__file__).resolve().parents[1] / "book" / "_static" / "attnbook.css"
+#: The filter a figure's card and a widget's panel take in dark mode (attnbook.css).
+DARK_CARD_FILTER = "brightness(0.85)"
 
 
 @functools.cache

@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from browser_helpers import DARK_CARD_FILTER
 from conftest import CHROMIUM_ARGS, chromium_path, toc_pages
 
 pytestmark = pytest.mark.browser
@@ -471,7 +472,7 @@ def test_widgets_and_figures_fit_the_column_in_both_modes(views, name: str, widt
             f"{name} at {width} px, {mode}: {box['name']} holds {box['scroll']} px of "
             f"content in {box['client']} px")
     for box in figures + widgets:
-        assert box["filter"] == ("brightness(0.85)" if mode == "dark" else "none"), (name, box)
+        assert box["filter"] == (DARK_CARD_FILTER if mode == "dark" else "none"), (name, box)
     if mode == "dark":
         for box in figures:
             assert box["background"] == "rgb(255, 255, 255)", (name, box)
@@ -816,6 +817,7 @@ def test_no_tokenizer_marker_shows_as_text(views, name: str) -> None:
     the printed tokens decode it. (The code that strips it may name it.)"""
     seen = views(name).tab.evaluate(TOKENIZER_MARKERS)
     assert not seen, f"{name}: tokenizer markers in the visible text: {seen[:5]}"
+
 
 #: Reference entries whose text shows LaTeX markup (a command, maths between dollars).
 RAW_TEX_IN_REFERENCES = r"""() => [...document.querySelectorAll(

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser_helpers import book_page, contrast, watched_tab
+from browser_helpers import DARK_CARD_FILTER, book_page, contrast, watched_tab
 from playwright.sync_api import expect
 
 from attnbook.explorer import explore
@@ -31,8 +31,6 @@ from attnbook.playgrounds import mask_playground
 TIMEOUT = 20_000
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots" / "dark-mode"
 WHITE = "rgb(255, 255, 255)"
-#: The filter a light card takes in dark mode.
-DIMMED = "brightness(0.85)"
 
 
 def book_figure_png() -> bytes:
@@ -93,7 +91,7 @@ def test_in_dark_mode_a_figure_is_a_dimmed_light_card(browser, width):
         style = image_style(tab)
         assert contrast(style["page"], "rgb(0, 0, 0)") < 2  # the page is dark
         assert style["background"] == WHITE, style  # the card is white...
-        assert style["filter"] == DIMMED, style  # ... dimmed alone, its contrast kept
+        assert style["filter"] == DARK_CARD_FILTER, style  # ... dimmed alone, its contrast kept
         assert float(style["padding"].removesuffix("px")) >= 4, style
         box = image.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= width
@@ -142,7 +140,7 @@ def test_a_widget_is_its_own_panel_without_a_theme_frame(browser, mode):
             background, padding, panel, article, face, dimmed = frame
             assert background == "rgba(0, 0, 0, 0)" and padding == "0px", frame
             assert face == WHITE and panel >= article - 40, frame
-            assert dimmed == (DIMMED if mode == "dark" else "none"), frame
+            assert dimmed == (DARK_CARD_FILTER if mode == "dark" else "none"), frame
         assert tab.evaluate("() => document.documentElement.scrollWidth") <= 390
 
 

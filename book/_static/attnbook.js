@@ -118,10 +118,12 @@
     document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
       .forEach(function (img) {
         if (!img.naturalWidth) { return; }
+        // The figure is marked and its caption says the note; a picture without a caption
+        // gets a line of its own after it, which does both.
         var figure = img.closest("figure");
         var caption = figure && figure.querySelector(":scope > figcaption");
+        var marked = figure;
         if (!caption) {
-          // A picture without a caption gets a line of its own after it, for the same note.
           var link = img.parentNode;
           caption = link.nextElementSibling;
           if (!caption || !caption.classList.contains("attnbook-shrunk-note")) {
@@ -129,10 +131,10 @@
             caption.className = "attnbook-shrunk-note";
             link.parentNode.insertBefore(caption, link.nextSibling);
           }
-          figure = caption;
+          marked = caption;
         }
         var shown = img.getBoundingClientRect().width / img.naturalWidth;
-        figure.classList.toggle("attnbook-shrunk", shown < SHRUNK);
+        marked.classList.toggle("attnbook-shrunk", shown < SHRUNK);
         caption.setAttribute("data-attnbook-shown", String(Math.round(100 * shown)));
       });
   }

@@ -99,6 +99,7 @@ if (NH < 2) { find("attnx-ctl-head").hidden = true; }
 var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
 var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
 var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+var INSET = 28;  /* px of the panel's padding, left and right */
 /* Cells of at most 28 px that share at most 448 px, and on a narrow screen (a phone) the
    width beside the row labels, down to 9 px a cell; a wider map scrolls in its own box.
    Labels shrink with the cells, to 9 px at the least: a row is never lower than 11 px, what
@@ -106,7 +107,7 @@ var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), ba
    key is labelled, so no label runs into the next. */
 function fit() {
   if (L === undefined) { return; }
-  var room = root.clientWidth - 28 - 100, n = Math.max(L, S);
+  var room = root.clientWidth - INSET - 100, n = Math.max(L, S);
   room = room > 0 ? Math.min(448, room) : 448;
   var LABEL = 11;  /* px a 9 px label needs, across its line */
   var size = Math.max(9, Math.min(28, Math.floor(room / n))), line = Math.max(size, LABEL);
@@ -125,7 +126,7 @@ function fit() {
 function balanceTiles() {
   var GAP = 6, step = tiles.length ? tiles[0].offsetWidth + GAP : 0;
   if (step <= GAP) { return; }
-  var across = Math.max(1, Math.floor((root.clientWidth - 28 + GAP) / step));
+  var across = Math.max(1, Math.floor((root.clientWidth - INSET + GAP) / step));
   var rows = Math.ceil(tiles.length / across);
   ov.style.maxWidth = rows > 1 ? Math.ceil(tiles.length / rows) * step - GAP + 1 + "px" : "";
 }
