@@ -343,6 +343,18 @@ def test_no_page_is_wider_than_a_phone(views, name: str) -> None:
     assert width <= PHONE + 1, f"{name} is {width} px wide on a {PHONE} px screen"
 
 
+@pytest.mark.parametrize("name", PAGES)
+def test_no_table_misses_a_phones_column_by_a_few_pixels(views, name: str) -> None:
+    """At 390 px a table fits the column or is clearly wider than it (and then scrolls in its
+    own box, with a cue): none needs a scroll bar for under 16 px."""
+    slivers = views(name, PHONE).tab.evaluate(
+        """() => Array.from(document.querySelectorAll("article table.table"),
+            t => [t.rows[0].textContent.trim().replace(/\\s+/g, " ").slice(0, 40),
+                  t.scrollWidth - t.parentElement.clientWidth])
+            .filter(([, over]) => over > 0 && over < 16)""")
+    assert not slivers, f"{name}: tables a few pixels too wide on a phone: {slivers}"
+
+
 #: Code a reader sees: each cell's code and each listing in the text, in the main column, an
 #: exercise or a solution (not a cell's output, and not a cell folded away behind a toggle).
 SHOWN_CODE = """() => [...document.querySelectorAll("article div.highlight pre")]

@@ -564,6 +564,43 @@ def test_dot_labels_never_half_cover_an_axis_number(page):
     assert root.evaluate(TICKS_UNDER_LABELS) == []
 
 
+#: Pairs of point labels whose boxes meet, as the reader sees them.
+LABELS_THAT_MEET = """r => {
+    const boxes = Array.from(r.querySelectorAll(".pg-handle .pg-lab"))
+        .map(e => [e.textContent, e.getBoundingClientRect()]);
+    const met = [];
+    boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, o]) => {
+        if (p.left < o.right && o.left < p.right && p.top < o.bottom && o.top < p.bottom)
+            met.push(`${a} / ${b}`);
+    }));
+    return met;
+}"""
+
+
+@pytest.mark.browser
+def test_dot_labels_stay_apart_when_points_crowd(page):
+    """A key walked through the crowd around the query (the exact match on it, the long
+    aligned key beside it), a tenth at a time: no two labels ever meet."""
+    fragment = dot_product_playground()._repr_html_()
+    (root,) = show(page, fragment)
+    assert root.evaluate(LABELS_THAT_MEET) == []
+    walker = handle(root, 2)  # "short aligned", from (1.5, 0.5)
+    walker.focus()
+    met, steps = {}, 0
+    for row, (across, up) in enumerate([("ArrowRight", None), ("ArrowLeft", "ArrowUp"),
+                                        ("ArrowRight", "ArrowUp"), ("ArrowLeft", "ArrowUp")]):
+        for key in ([up] * 5 if up else []) + [across] * 40:
+            page.keyboard.press(key)
+            steps += 1
+            seen = root.evaluate(LABELS_THAT_MEET)
+            if seen:
+                met[walker.get_attribute("aria-label")] = seen
+        # each row of the walk ends 4 across from where it started, 0.5 higher
+        assert float(walker.get_attribute("data-y")) == 0.5 + 0.5 * row
+    assert steps == 4 * 40 + 3 * 5
+    assert met == {}, f"labels meet at {len(met)} of {steps} steps, e.g. {list(met.items())[:3]}"
+
+
 def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:
     """The colour drawn at each screen point, as RGB in [0, 1]."""
     import matplotlib.image
@@ -1052,6 +1089,53 @@ def test_rope_readouts_keep_each_value_with_its_name_on_a_phone(page):
         assert parted == [], f"m = {m}: a value starts a line after its '=': {parted}"
 
 
+#: Every state of the rotary drawing (each pair i, each m and n): where a label's box leaves
+#: the drawing (2 units kept for its white outline) or meets the axes' caption at the
+#: bottom, and where the two labels' boxes meet.
+ROPE_LABEL_SWEEP = """r => {
+    const size = r.querySelector('.pg-svg').viewBox.baseVal.width;
+    const caption = r.querySelector('.pg-svg .pg-tick').getBBox();
+    const labels = [...r.querySelectorAll('.pg-svg .pg-lab')];
+    const box = t => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+    const set = (cls, v) => {
+        const slider = r.querySelector('.' + cls);
+        slider.value = String(v);
+        slider.dispatchEvent(new Event('input'));
+    };
+    const last = Number(r.querySelector('.pg-m').max), pairs = Number(r.querySelector('.pg-i').max);
+    const outside = [], overlapping = [];
+    let states = 0;
+    for (let i = 0; i <= pairs; i++) {
+        set('pg-i', i);
+        for (let m = 0; m <= last; m++) for (let n = 0; n <= last; n++) {
+            set('pg-m', m);
+            set('pg-n', n);
+            states++;
+            const [a, b] = labels.map(box);
+            for (const [x0, y0, x1, y1] of [a, b])
+                if (x0 < 2 || y0 < 2 || x1 > size - 2 || y1 > caption.y) outside.push([i, m, n]);
+            if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3])
+                overlapping.push([i, m, n]);
+        }
+    }
+    return {labels: labels.length, width: Math.min(...labels.map(t => t.getBBox().width)),
+            states, outside, overlapping};
+}"""
+
+
+@pytest.mark.browser
+def test_rope_labels_stay_in_the_drawing_and_apart(page):
+    """"q at m" and "k at n" stay inside the drawing, off its caption and off each other in
+    every state: each pair, each m and each n."""
+    (root,) = show(page, rope_playground()._repr_html_())
+    seen = root.evaluate(ROPE_LABEL_SWEEP)
+    assert seen["labels"] == 2 and seen["width"] > 20  # both drawn, with their text
+    assert seen["states"] == 4 * 21 * 21
+    assert seen["outside"] == [], f"{len(seen['outside'])} states, e.g. {seen['outside'][:5]}"
+    assert seen["overlapping"] == [], \
+        f"{len(seen['overlapping'])} states, e.g. {seen['overlapping'][:5]}"
+
+
 @pytest.mark.browser
 def test_rope_shift_both_keeps_the_score_and_turns_the_arrows(page):
     playground = rope_playground(position_q=16, position_k=13, pair=1)
@@ -1381,6 +1465,15 @@ def test_every_playground_fits_the_book_column(browser, width, mode):
         for left, right, out_left, out_top, top, panel in sliders:
             assert right - left >= 100 and out_left >= left - 0.5 and out_top >= top - 12
             assert right <= panel, sliders
+        # The split's two panels are as wide as their heads need, beside each other when
+        # both fit the row: at 1280 px no head is cut behind a scroll bar for any h.
+        split = roots[kinds.index("split")]
+        for h in ("1", "2", "4", "8"):
+            split.get_by_label("Heads h").select_option(h)
+            cut = split.locator(".pg-heads").evaluate_all(
+                "hs => hs.filter(h => h.scrollWidth > h.clientWidth + 1)"
+                ".map(h => `${h.scrollWidth} in ${h.clientWidth}`)")
+            assert width == 390 or cut == [], (h, cut)
         dot_box = reports["dot"]["boxes"][0]
         if width == 390:
             # The phone is the case the cue is for: the dot table and the big mask scroll.

@@ -125,32 +125,59 @@ function compute() {
   return { dots: dots, w: w, out: out };
 }
 
-/* A label beside the tip of p, off the line of the vector: on its anticlockwise side
-   (side 1) or its clockwise side (side -1), so that the query's label and the label of a
-   key lying along it do not overlap. (x0, y0) is where the tip is drawn. */
-function place(text, p, side, x0, y0) {
+/* Where point p's label may go, best first, as directions in the plot (up is +): beside the
+   tip, off the line of the vector, on its anticlockwise side (side 1) or its clockwise side
+   (side -1), so that the query's label and the label of a key lying along it do not
+   overlap; then the other side; then right, left, above and below the point. */
+function spots(p, side) {
   var n = Math.sqrt(p[0] * p[0] + p[1] * p[1]);
-  var nx = n > 0 ? -side * p[1] / n : 0.7, ny = n > 0 ? side * p[0] / n : 0.7;
-  var ox = 13 * nx, oy = -13 * ny;
-  text.setAttribute("text-anchor", nx < -0.15 ? "end" : (nx > 0.15 ? "start" : "middle"));
-  text.setAttribute("x", x0 + ox);
-  text.setAttribute("y", y0 + oy + (oy > 0 ? 9 : 0) + (Math.abs(ox) > 9 ? 4 : 0));
+  var off = n > 0 ? [[-side * p[1] / n, side * p[0] / n], [side * p[1] / n, -side * p[0] / n]]
+    : [[0.7, 0.7]];
+  return off.concat([[1, 0], [-1, 0], [0, 1], [0, -1]]);
+}
+function put(text, d) {
+  var ox = 13 * d[0], oy = -13 * d[1];
+  text.setAttribute("text-anchor", d[0] < -0.15 ? "end" : (d[0] > 0.15 ? "start" : "middle"));
+  text.setAttribute("x", ox);
+  text.setAttribute("y", oy + (oy > 0 ? 9 : 0) + (Math.abs(ox) > 9 ? 4 : 0));
+}
+/* Point k's label's box in the drawing: [x, y, width, height]. */
+function labelBox(k) {
+  var b = tips[k].getBBox();
+  return [b.x + px(P[k][0]), b.y + py(P[k][1]), b.width, b.height];
+}
+/* The area of box a, grown by g on every side, that lies on box b. */
+function overlap(a, b, g) {
+  var w = Math.min(a[0] + a[2] + g, b[0] + b[2]) - Math.max(a[0] - g, b[0]);
+  var h = Math.min(a[1] + a[3] + g, b[1] + b[3]) - Math.max(a[1] - g, b[1]);
+  return w > 0 && h > 0 ? w * h : 0;
+}
+/* The labels, the query's first: each at its first spot clear of the labels placed before
+   it, or, where points crowd so that none is, at the spot that covers them least. */
+function placeLabels() {
+  var placed = [], k, c;
+  for (k = 0; k <= S; k++) {
+    var options = spots(P[k], k === 0 ? -1 : 1), best = -1, least = Infinity;
+    for (c = 0; c < options.length && least > 0; c++) {
+      put(tips[k], options[c]);
+      var box = labelBox(k), cover = 0;
+      placed.forEach(function (o) { cover += overlap(box, o, 2); });
+      if (cover < least) { least = cover; best = c; }
+    }
+    put(tips[k], options[best]);
+    placed.push(labelBox(k));
+  }
+  return placed;
 }
 
 /* An axis number that a point's label would half cover is hidden while the label is there:
    the label is what the reader is looking at. A label covers its box and the white halo
    around it (HALO, half the width of its outline). */
-function hideTicksUnderLabels() {
-  var boxes = [], k, HALO = 2;
-  for (k = 0; k <= S; k++) {
-    var b = tips[k].getBBox();
-    boxes.push([b.x + px(P[k][0]) - HALO, b.y + py(P[k][1]) - HALO, b.width + 2 * HALO,
-                b.height + 2 * HALO]);
-  }
+function hideTicksUnderLabels(boxes) {
+  var HALO = 2;
   ticks.forEach(function (tick) {
     var b = tick.getBBox(), hit = boxes.some(function (o) {
-      return o[2] > 0 && b.x < o[0] + o[2] && o[0] < b.x + b.width &&
-        b.y < o[1] + o[3] && o[1] < b.y + b.height;
+      return o[2] > 0 && overlap(o, [b.x, b.y, b.width, b.height], HALO) > 0;
     });
     tick.style.visibility = hit ? "hidden" : "";
   });
@@ -168,7 +195,6 @@ function render() {
     handles[k].setAttribute("data-y", String(p[1]));
     handles[k].setAttribute("aria-label", (k === 0 ? "query " : "key ") + names[k] +
                             " at " + pair(p));
-    place(tips[k], p, k === 0 ? -1 : 1, 0, 0);
     /* A key on the query (the exact match) is drawn as a wider disc under the query's,
        a ring of its colour around it, so it stays in sight. */
     if (k > 0) {
@@ -176,7 +202,7 @@ function render() {
     }
   }
   drawArrow(outArrow, r.out);
-  hideTicksUnderLabels();
+  hideTicksUnderLabels(placeLabels());
   for (k = 0; k < S; k++) { if (r.w[k] > r.w[top]) { top = k; } }
   for (k = 0; k < S; k++) {
     var row = rows[k];

@@ -87,6 +87,33 @@ function drawPair(part, x0, x, a, b, angle, u, name) {
   part.label.setAttribute("text-anchor", ux < -0.3 ? "end" : (ux > 0.3 ? "start" : "middle"));
 }
 
+/* The two labels stay inside the drawing, above the axes' caption, and apart: a label that
+   would leave that space moves back in, and k's label, where it would cover q's, moves just
+   below or above it. */
+var EDGE = 3, GAP = 2;
+function shift(t, dx, dy) {
+  t.setAttribute("x", Number(t.getAttribute("x")) + dx);
+  t.setAttribute("y", Number(t.getAttribute("y")) + dy);
+}
+function floor() { var c = axes.getBBox(); return c.height > 0 ? c.y - GAP : VB - EDGE; }
+function keepInside(t) {
+  var b = t.getBBox();
+  shift(t, Math.max(0, EDGE - b.x) - Math.max(0, b.x + b.width + EDGE - VB),
+        Math.max(0, EDGE - b.y) - Math.max(0, b.y + b.height - floor()));
+}
+function settleLabels() {
+  var q = parts[0].label, k = parts[1].label;
+  keepInside(q);
+  keepInside(k);
+  var a = q.getBBox(), b = k.getBBox();
+  if (a.width === 0 || b.x >= a.x + a.width + GAP || a.x >= b.x + b.width + GAP ||
+      b.y >= a.y + a.height + GAP || a.y >= b.y + b.height + GAP) { return; }
+  var below = a.y + a.height + GAP - b.y, above = a.y - GAP - b.height - b.y;
+  var first = b.y + b.height / 2 >= a.y + a.height / 2 ? below : above;
+  var fits = b.y + first >= EDGE && b.y + b.height + first <= floor();
+  shift(k, 0, fits ? first : (first === below ? above : below));
+}
+
 function render() {
   var m = st.m, n = st.n, i = st.i, r = compute(m, n), a = P[i][0], b = P[i][1], k;
   var rq = Math.sqrt(Q[a] * Q[a] + Q[b] * Q[b]), rk = Math.sqrt(K[a] * K[a] + K[b] * K[b]);
@@ -95,6 +122,7 @@ function render() {
                            r.kr[a] * r.qr[a] + r.kr[b] * r.qr[b]);
   drawPair(parts[0], Q, r.qr, a, b, aq, u, "q at " + m);
   drawPair(parts[1], K, r.kr, a, b, ak, u, "k at " + n);
+  settleLabels();
   axes.textContent = "across: feature " + a + ", up: feature " + b;
   svg.setAttribute("aria-label", "Pair " + i + " (features " + a + " and " + b +
                    "): the query turned by " + deg(turn(aq)) + " at position " + m +
