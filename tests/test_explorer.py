@@ -692,6 +692,26 @@ def test_a_tap_anywhere_on_a_row_label_picks_that_row(page):
         expect(bars).to_contain_text(TOKENS[i], timeout=TIMEOUT)
 
 
+@pytest.mark.browser
+def test_a_tap_on_a_cell_reads_it_out_on_a_touch_screen(browser):
+    """Where nothing hovers (a phone), a tap on a cell reads its weight out, as the hint
+    says, and a tap on another cell reads that one."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
+                                  is_mobile=True)
+    try:
+        tab = context.new_page()
+        root = show(tab, explore(WEIGHTS, TOKENS)._repr_html_())
+        expect(root.locator(".attnx-r-hint")).to_have_text(HINT.format("weight"))
+        for i, j in ((1, 3), (4, 0)):
+            root.locator(f'.attnx-cell[data-q="{i}"][data-k="{j}"]').tap()
+            expect(root.locator(".attnx-r-w")).to_have_text(fmt(WEIGHTS[0, 0, i, j]),
+                                                           timeout=TIMEOUT)
+            expect(root.locator(".attnx-r-q")).to_have_text(TOKENS[i], timeout=TIMEOUT)
+        expect(root.locator(".attnx-r-hint")).to_be_hidden()
+    finally:
+        context.close()
+
+
 # ------------------------------------------------------------ several sentences, contributions
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "_build" / "screenshots" / "explorer"
@@ -822,7 +842,7 @@ def test_print_fallback_shows_both_views(sentences_explorer):
     assert pixels.shape[1] > 1.5 * one_view.shape[1]  # two maps side by side
 
 
-HINT = "Hover over a cell, or focus one and use the arrow keys, to read its {}."
+HINT = "Hover over or tap a cell, or focus one and use the arrow keys, to read its {}."
 
 
 def with_contributions() -> AttentionExplorer:

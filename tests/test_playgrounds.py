@@ -1459,12 +1459,14 @@ def test_every_playground_fits_the_book_column(browser, width, mode):
             r.querySelectorAll('.pg-controls input[type=range]'), s => {
               const b = s.getBoundingClientRect(), o = s.nextElementSibling
                 .getBoundingClientRect(), p = r.getBoundingClientRect();
-              return [b.left, b.right, o.left, o.top, b.top, p.right];
+              return [b.left, b.right, o.left, o.top, b.top, p.right, b.bottom];
             })""")
         assert len(sliders) == 3 and len({round(s[0]) for s in sliders}) == 1, sliders
-        for left, right, out_left, out_top, top, panel in sliders:
+        for left, right, out_left, out_top, top, panel, bottom in sliders:
             assert right - left >= 100 and out_left >= left - 0.5 and out_top >= top - 12
             assert right <= panel, sliders
+            # A readout under its slider clears the focus ring (3 px, 2 px out) and a gap.
+            assert out_top < top or out_top >= bottom + 6, (bottom, out_top)
         # The split's two panels are as wide as their heads need, beside each other when
         # both fit the row: at 1280 px no head is cut behind a scroll bar for any h.
         split = roots[kinds.index("split")]
@@ -1517,5 +1519,13 @@ def test_the_scroll_cue_follows_the_scrolling(browser):
         expect(wrap).not_to_have_class(re.compile(r"\bpg-more-r\b"), timeout=TIMEOUT)
         assert score_in_view()
         assert wrap.evaluate("w => getComputedStyle(w, '::before').opacity") == "1"
+        # Each row's name (the key's label) stays at the box's left edge, drawn over the
+        # cells that scrolled under it (and under the shadow, which is drawn over it).
+        names = box.evaluate("""s => { const b = s.getBoundingClientRect();
+            return Array.from(s.querySelectorAll('tbody th'), th => {
+              const r = th.getBoundingClientRect(), x = r.left + r.width / 2,
+                    y = r.top + r.height / 2, hit = document.elementFromPoint(x, y);
+              return [Math.round(r.left - b.left), th.contains(hit)]; }); }""")
+        assert len(names) == 4 and all(left == 0 and on_top for left, on_top in names), names
         # The weights still match the package after the reordering of the columns.
         check_dot(dot_state(root))

@@ -621,8 +621,9 @@ query's row as bars.</div>
 </div>
 <div class="attnx-side">
 <div class="attnx-readout" id="{uid}-out" aria-live="polite" aria-atomic="true">\
-<span class="attnx-r-hint">Hover over a cell, or focus one and use the arrow keys, to read \
-its <span class="attnx-hint-what">weight</span>.</span><span class="attnx-r-body" hidden>query \
+<span class="attnx-r-hint">Hover over or tap a cell, or focus one and use the arrow keys, to \
+read its <span class="attnx-hint-what">weight</span>.</span>\
+<span class="attnx-r-body" hidden>query \
 <span class="attnx-r-tok attnx-r-q"></span> (row <span class="attnx-r-i"></span>) &rarr; key \
 <span class="attnx-r-tok attnx-r-k"></span> (column <span class="attnx-r-j"></span>): \
 <span class="attnx-r-what">weight</span> <strong class="attnx-r-w"></strong> \
