@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import os
 import re
 import shutil
@@ -149,6 +150,34 @@ def kernel_env(environment: str, scratch: Path) -> dict[str, str]:
     return env
 
 
+@functools.cache
+def quiet_kernel_manager() -> type:
+    """A kernel manager whose clients start no heartbeat channel.
+
+    nbclient shuts the kernel down before it stops the client's channels. If the heartbeat
+    thread pings in between, it waits for an answer from a kernel that is gone, and
+    stopping the channels joins that thread forever (a hang seen once in a full
+    ``make test``, in the planted chapters' cleanup; jupyter_client#771 reports the like).
+    A client made by its kernel manager asks the manager, not the heartbeat, whether the
+    kernel lives, so nothing is lost without it.
+    """
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class QuietKernelClient(AsyncKernelClient):
+        def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True,
+                           hb: bool = True, control: bool = True) -> None:
+            super().start_channels(shell, iopub, stdin, False, control)
+
+    class QuietKernelManager(AsyncKernelManager):
+        @default("client_factory")
+        def _quiet_client(self) -> type:
+            return QuietKernelClient
+
+    return QuietKernelManager
+
+
 def execute_chapter(chapter: Path, environment: str,
                     timeout: int = 600) -> tuple[float, object]:
     """Run every code cell of ``chapter`` in ``environment``.
@@ -164,6 +193,7 @@ def execute_chapter(chapter: Path, environment: str,
 
     notebook = jupytext.read(chapter)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            kernel_manager_class=quiet_kernel_manager(),
                             resources={"metadata": {"path": str(chapter.parent)}})
     start = time.perf_counter()
     try:

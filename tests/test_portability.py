@@ -28,6 +28,7 @@ from chapter_runner import (
     execute_chapter,
     notebook_chapters,
     parts,
+    quiet_kernel_manager,
 )
 from conftest import PORTABLE
 
@@ -160,6 +161,22 @@ def run_planted(tmp_path: Path, name: str, cells: list[str], environment: str):
         return execute_chapter(chapter, environment, timeout=180)[1]
     except ChapterFailure as failure:
         return failure
+
+
+def test_a_chapter_runs_without_a_heartbeat_thread(tmp_path: Path, monkeypatch) -> None:
+    """The runner's kernel client starts no heartbeat channel, whose thread can hang the
+    cleanup after a chapter (``quiet_kernel_manager``); the chapter still runs and the
+    kernel is still known to be alive."""
+    from jupyter_client.channels import HBChannel
+
+    started = []
+    monkeypatch.setattr(HBChannel, "start", lambda channel: started.append(channel))
+    notebook = run_planted(tmp_path, "quiet", ["print(6 * 7)"], "default")
+    assert not isinstance(notebook, ChapterFailure), str(notebook)
+    assert notebook.cells[-1].outputs[0]["text"] == "42\n"
+    assert started == []
+    manager = quiet_kernel_manager()(kernel_name="python3")
+    assert manager.client().parent is manager  # so is_alive asks the manager
 
 
 @pytest.fixture(scope="module")
