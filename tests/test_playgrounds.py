@@ -1104,6 +1104,13 @@ ROPE_LABEL_SWEEP = """r => {
     };
     const last = Number(r.querySelector('.pg-m').max), pairs = Number(r.querySelector('.pg-i').max);
     const outside = [], overlapping = [];
+    const check = state => {
+        const [a, b] = labels.map(box);
+        for (const [x0, y0, x1, y1] of [a, b])
+            if (x0 < 2 || y0 < 2 || x1 > size - 2 || y1 > caption.y) outside.push(state);
+        if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]) overlapping.push(state);
+    };
+    check("opening");  // drawn once before any slider moves
     let states = 0;
     for (let i = 0; i <= pairs; i++) {
         set('pg-i', i);
@@ -1111,11 +1118,7 @@ ROPE_LABEL_SWEEP = """r => {
             set('pg-m', m);
             set('pg-n', n);
             states++;
-            const [a, b] = labels.map(box);
-            for (const [x0, y0, x1, y1] of [a, b])
-                if (x0 < 2 || y0 < 2 || x1 > size - 2 || y1 > caption.y) outside.push([i, m, n]);
-            if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3])
-                overlapping.push([i, m, n]);
+            check([i, m, n]);
         }
     }
     return {labels: labels.length, width: Math.min(...labels.map(t => t.getBBox().width)),

@@ -81,3 +81,11 @@ function pointArrow(a, ox, oy, tx, ty) {
   a.head.setAttribute("points", [tx, ty, bx - hw * uy, by + hw * ux, bx + hw * uy,
                                  by - hw * ux].join(" "));
 }
+/* Boxes in a drawing are [x, y, width, height] in its units. bbox(t): an SVG element's box.
+   overlap(a, b, g): the area of box a, grown by g on every side, that lies on box b. */
+function bbox(t) { var b = t.getBBox(); return [b.x, b.y, b.width, b.height]; }
+function overlap(a, b, g) {
+  var w = Math.min(a[0] + a[2] + g, b[0] + b[2]) - Math.max(a[0] - g, b[0]);
+  var h = Math.min(a[1] + a[3] + g, b[1] + b[3]) - Math.max(a[1] - g, b[1]);
+  return w > 0 && h > 0 ? w * h : 0;
+}

@@ -141,16 +141,10 @@ function put(text, d) {
   text.setAttribute("x", ox);
   text.setAttribute("y", oy + (oy > 0 ? 9 : 0) + (Math.abs(ox) > 9 ? 4 : 0));
 }
-/* Point k's label's box in the drawing: [x, y, width, height]. */
+/* Point k's label's box in the drawing (its text is placed relative to the point). */
 function labelBox(k) {
-  var b = tips[k].getBBox();
-  return [b.x + px(P[k][0]), b.y + py(P[k][1]), b.width, b.height];
-}
-/* The area of box a, grown by g on every side, that lies on box b. */
-function overlap(a, b, g) {
-  var w = Math.min(a[0] + a[2] + g, b[0] + b[2]) - Math.max(a[0] - g, b[0]);
-  var h = Math.min(a[1] + a[3] + g, b[1] + b[3]) - Math.max(a[1] - g, b[1]);
-  return w > 0 && h > 0 ? w * h : 0;
+  var b = bbox(tips[k]);
+  return [b[0] + px(P[k][0]), b[1] + py(P[k][1]), b[2], b[3]];
 }
 /* The labels, the query's first: each at its first spot clear of the labels placed before
    it, or, where points crowd so that none is, at the spot that covers them least. */
@@ -176,8 +170,8 @@ function placeLabels() {
 function hideTicksUnderLabels(boxes) {
   var HALO = 2;
   ticks.forEach(function (tick) {
-    var b = tick.getBBox(), hit = boxes.some(function (o) {
-      return o[2] > 0 && overlap(o, [b.x, b.y, b.width, b.height], HALO) > 0;
+    var b = bbox(tick), hit = boxes.some(function (o) {
+      return o[2] > 0 && overlap(o, b, HALO) > 0;
     });
     tick.style.visibility = hit ? "hidden" : "";
   });

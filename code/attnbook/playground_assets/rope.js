@@ -95,22 +95,21 @@ function shift(t, dx, dy) {
   t.setAttribute("x", Number(t.getAttribute("x")) + dx);
   t.setAttribute("y", Number(t.getAttribute("y")) + dy);
 }
-function floor() { var c = axes.getBBox(); return c.height > 0 ? c.y - GAP : VB - EDGE; }
+function floor() { var c = bbox(axes); return c[3] > 0 ? c[1] - GAP : VB - EDGE; }
 function keepInside(t) {
-  var b = t.getBBox();
-  shift(t, Math.max(0, EDGE - b.x) - Math.max(0, b.x + b.width + EDGE - VB),
-        Math.max(0, EDGE - b.y) - Math.max(0, b.y + b.height - floor()));
+  var b = bbox(t);
+  shift(t, Math.max(0, EDGE - b[0]) - Math.max(0, b[0] + b[2] + EDGE - VB),
+        Math.max(0, EDGE - b[1]) - Math.max(0, b[1] + b[3] - floor()));
 }
 function settleLabels() {
   var q = parts[0].label, k = parts[1].label;
   keepInside(q);
   keepInside(k);
-  var a = q.getBBox(), b = k.getBBox();
-  if (a.width === 0 || b.x >= a.x + a.width + GAP || a.x >= b.x + b.width + GAP ||
-      b.y >= a.y + a.height + GAP || a.y >= b.y + b.height + GAP) { return; }
-  var below = a.y + a.height + GAP - b.y, above = a.y - GAP - b.height - b.y;
-  var first = b.y + b.height / 2 >= a.y + a.height / 2 ? below : above;
-  var fits = b.y + first >= EDGE && b.y + b.height + first <= floor();
+  var a = bbox(q), b = bbox(k);
+  if (a[2] === 0 || overlap(a, b, GAP) === 0) { return; }
+  var below = a[1] + a[3] + GAP - b[1], above = a[1] - GAP - b[3] - b[1];
+  var first = b[1] + b[3] / 2 >= a[1] + a[3] / 2 ? below : above;
+  var fits = b[1] + first >= EDGE && b[1] + b[3] + first <= floor();
   shift(k, 0, fits ? first : (first === below ? above : below));
 }
 
@@ -122,8 +121,8 @@ function render() {
                            r.kr[a] * r.qr[a] + r.kr[b] * r.qr[b]);
   drawPair(parts[0], Q, r.qr, a, b, aq, u, "q at " + m);
   drawPair(parts[1], K, r.kr, a, b, ak, u, "k at " + n);
-  settleLabels();
   axes.textContent = "across: feature " + a + ", up: feature " + b;
+  settleLabels();
   svg.setAttribute("aria-label", "Pair " + i + " (features " + a + " and " + b +
                    "): the query turned by " + deg(turn(aq)) + " at position " + m +
                    ", the key by " + deg(turn(ak)) + " at position " + n + ".");
