@@ -3,8 +3,9 @@
 The strict book build runs each chapter once, with one thread (``conftest``: the suite gives
 every process it starts one), this machine's vector kernels and its clock. Here every
 chapter runs again, as a plain notebook (``chapter_runner``), in the environment of
-``PORTABLE``, which turns three independent knobs at once: sixteen threads, a
-baseline CPU's kernels, and a clock that reverses the order of measured durations. A
+``PORTABLE``, which turns three independent knobs at once: four threads (sixteen for a
+chapter that measures memory), a baseline CPU's kernels, and a clock that reverses the order
+of measured durations. A
 chapter that asserts an exact float equality, a near-tie, a timing verdict or a
 thread-dependent result fails in it, and the failure names the chapter, the cell (with its
 line) and the environment. ``test_planted_fragility_is_caught`` plants such chapters and shows
@@ -21,11 +22,13 @@ from pathlib import Path
 
 import pytest
 from chapter_runner import (
+    BOOK,
     ENVIRONMENTS,
     STARTUP,
     ChapterFailure,
     describe,
     execute_chapter,
+    for_chapter,
     notebook_chapters,
     parts,
     quiet_kernel_manager,
@@ -50,8 +53,8 @@ def test_the_environment_turns_every_knob() -> None:
     is not the build's own set-up."""
     used = [name for environment in PORTABLE for name in parts(environment)]
     assert "default" not in used
-    assert {"many-threads", "baseline-cpu", "reversed-clock"} <= set(used)
-    assert "sixteen_threads.py at kernel start" in describe(PORTABLE[0])
+    assert {"four-threads", "baseline-cpu", "reversed-clock"} <= set(used)
+    assert "threads.py at kernel start" in describe(PORTABLE[0])
     assert "ATEN_CPU_CAPABILITY=default" in describe(PORTABLE[0])
     assert "ATTNBOOK_CLOCK_REVERSE=1" in describe(PORTABLE[0])
     assert "scramble.py at kernel start" in describe(PORTABLE[0])
@@ -108,7 +111,8 @@ def test_the_reversed_clock_turns_every_timing_verdict_around(tmp_path: Path) ->
 
 @pytest.mark.parametrize("environment", ["default+one-thread", "one-thread+one-thread",
                                          "scrambled-clock+mirrored-clock", "two-threads",
-                                         "one-thread+many-threads"])
+                                         "one-thread+many-threads",
+                                         "four-threads+many-threads"])
 def test_a_combination_that_means_nothing_is_refused(environment: str) -> None:
     with pytest.raises(ValueError, match="environment must"):
         parts(environment)
@@ -154,11 +158,12 @@ print(repr(sums), repr(small.sum().item()))"""
 
 
 def run_planted(tmp_path: Path, name: str, cells: list[str], environment: str):
-    """Execute a chapter made of ``cells``: the notebook, or the ChapterFailure it raised."""
+    """Execute a chapter made of ``cells`` where the suite would run it when it asks for
+    ``environment`` (``for_chapter``): the notebook, or the ChapterFailure it raised."""
     chapter = tmp_path / f"{name}.md"
     chapter.write_text(FRONT + "".join(CELL.format(cell) for cell in cells))
     try:
-        return execute_chapter(chapter, environment, timeout=180)[1]
+        return execute_chapter(chapter, for_chapter(environment, chapter), timeout=180)[1]
     except ChapterFailure as failure:
         return failure
 
@@ -188,8 +193,20 @@ def build_machine(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
             for index, line in enumerate(notebook.cells[0].outputs[0]["text"].splitlines())]
 
 
+def test_a_chapter_that_measures_memory_runs_with_sixteen_threads() -> None:
+    """Where the run has four threads, the chapters that measure memory get sixteen (and
+    nothing else changes); the others keep the run's own environment."""
+    measuring = [path.stem for path in CHAPTERS if for_chapter(PORTABLE[0], path) != PORTABLE[0]]
+    assert "efficient-attention" in measuring and "scaling" not in measuring
+    swapped = for_chapter(PORTABLE[0], BOOK / "efficient-attention.md")
+    assert swapped == PORTABLE[0].replace("four-threads", "many-threads")
+    assert "OMP_NUM_THREADS=16" in describe(swapped)
+    assert for_chapter("one-thread+baseline-cpu", BOOK / "efficient-attention.md") == \
+        "one-thread+baseline-cpu"
+
+
 @pytest.mark.parametrize(("environment", "threads", "kernels"), [
-    (PORTABLE[0], "16", "DEFAULT"),
+    (PORTABLE[0], "4", "DEFAULT"),
     ("one-thread+scrambled-clock", "1", None),  # the others, kept for a chapter's author
     ("mirrored-clock", None, None),
 ])
@@ -220,6 +237,12 @@ for vector, runner_up in zip(vectors, runners_up):
     "a memory claim that counts the threads": """\
 scratch_bytes = torch.get_num_threads() * 4096
 assert scratch_bytes == {threads} * 4096""",
+    "a memory measurement with room for eight threads' scratch": """\
+from attnbook.efficient import peak_memory_bytes
+
+# 4 KiB of scratch a thread, as some kernels allocate
+peak = peak_memory_bytes(lambda: torch.empty(torch.get_num_threads() * 1024))
+assert peak <= 8 * 4096""",
     "a timing verdict: the short sleep measures shorter": """\
 def seconds(work):
     start = time.perf_counter()
@@ -247,10 +270,10 @@ assert short < timeit.Timer("time.sleep(0.05)", setup="import time").timeit(1)""
 }
 
 #: Which runs must reject each planted chapter. A run rejects what leans on a knob it turns:
-#: on a build machine with sixteen threads the thread count does not change, and on one whose
+#: on a build machine with the run's own thread count it does not change, and on one whose
 #: own kernels are the baseline the vector kernels do not. The reversed clock turns every
 #: one-step timing verdict around on any machine.
-THREADS = {"one-thread": "1", "many-threads": "16"}
+THREADS = {"one-thread": "1", "four-threads": "4", "many-threads": "16"}
 
 
 def rejected_by(kind: str, threads: str, kernels: str) -> list[str]:
@@ -266,6 +289,8 @@ def rejected_by(kind: str, threads: str, kernels: str) -> list[str]:
         return [env for env in PORTABLE if turns_kernels(env)]
     if kind == "a memory claim that counts the threads":
         return [env for env in PORTABLE if turns_threads(env)]
+    if kind.startswith("a memory measurement"):  # a workstation's sixteen threads break it
+        return PORTABLE if int(threads) <= 8 else []
     if kind.startswith("a timing verdict"):
         return PORTABLE
     return [env for env in PORTABLE if turns_threads(env) or turns_kernels(env)]
@@ -282,14 +307,16 @@ def test_planted_fragility_is_caught(tmp_path: Path, build_machine: list[list[st
     assert not isinstance(control, ChapterFailure), f"not fragile at home: {control}"
     for index, (kind, cell) in enumerate(cells.items()):
         environments = rejected_by(kind, threads, kernels)
-        if threads != "16" and kernels != "DEFAULT":  # every knob can turn on this machine
+        run_threads = {THREADS[name] for env in PORTABLE for name in parts(env) if name in THREADS}
+        if threads not in run_threads and kernels != "DEFAULT":  # every knob can turn here
             assert environments, f"{kind}: no run turns the knob it leans on"
         rejected = []
         for environment in environments:
             result = run_planted(tmp_path, f"fragile{index}", [PRELUDE, cell], environment)
             if isinstance(result, ChapterFailure):
-                assert result.cell_index == 1 and result.environment == environment
-                assert "AssertionError" in result.error and describe(environment) in str(result)
+                ran = for_chapter(environment, tmp_path / f"fragile{index}.md")
+                assert result.cell_index == 1 and result.environment == ran
+                assert "AssertionError" in result.error and describe(ran) in str(result)
                 rejected.append(environment)
         assert rejected == environments, f"{kind}: let through by " \
             f"{sorted(set(environments) - set(rejected))}"
