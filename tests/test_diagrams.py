@@ -17,7 +17,7 @@ import torch
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from attnbook import diagrams
 from attnbook.attention import attention, grouped_attention
@@ -510,6 +510,49 @@ def test_tiled_attention_colours_what_is_in_fast_memory(step):
     assert [i for i in range(4) if patches[f"q-tile-{i}"].get_facecolor() == fast] == [now_i]
     assert [j for j in range(5) if patches[f"k-tile-{j}"].get_facecolor() == fast] == [now_j]
     assert found["step"].startswith(f"step {step} of 20: scores of tile ({now_i}, {now_j})")
+
+
+@pytest.mark.parametrize("args", [(), (8, 16, 4), (3, 6, 1)])
+def test_multi_head_split_keeps_each_operation_clear_of_the_blocks_beside_it(args):
+    """The label over each arrow (".view", ".transpose(1, 2)", ...) keeps 0.1 inch clear of
+    the grids to its left and right."""
+    fig = diagrams.multi_head_split(*args)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    ops = [t for t in ax.texts if t.get_gid() == "op"]
+    assert len(ops) == 5
+    cells = [p.get_window_extent(renderer) for p in ax.patches
+             if isinstance(p, Rectangle)]
+    for op in ops:
+        box = op.get_window_extent(renderer)
+        beside = [c for c in cells if c.y0 < box.y1 and c.y1 > box.y0]
+        assert beside, f"{op.get_text()!r}: no grid at its height"
+        gap = min(max(c.x0 - box.x1, box.x0 - c.x1) for c in beside) / fig.dpi
+        assert gap >= 0.1, f"{op.get_text()!r} is {gap:.2f} inch from a grid"
+
+
+def test_tiled_attention_keeps_hatching_and_grid_lines_off_the_visit_numbers():
+    """Each visit number stands on a patch of its tile's colour at least 2 pt wider than
+    the digits on every side, drawn over the hatching and the score grid."""
+    fig = diagrams.tiled_attention(8, 10, 2, step=8)
+    fig.canvas.draw()  # places each text's box
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    tiles = {p.get_gid(): p for p in ax.patches if (p.get_gid() or "").startswith("tile-")}
+    grid_z = max(p.get_zorder() for p in ax.patches)
+    margin = 2 * fig.dpi / 72  # 2 pt in pixels
+    numbers = [t for t in ax.texts if (t.get_gid() or "").startswith("visit-")]
+    assert len(numbers) == 20
+    for number in numbers:
+        box = number.get_bbox_patch()
+        tile = tiles[number.get_gid().replace("visit", "tile")]
+        assert box is not None and number.get_zorder() > grid_z
+        assert box.get_facecolor() == tile.get_facecolor()
+        digits = number.get_window_extent(renderer)
+        patch = box.get_window_extent(renderer)
+        assert patch.x0 <= digits.x0 - margin and patch.x1 >= digits.x1 + margin
+        assert patch.y0 <= digits.y0 - margin and patch.y1 >= digits.y1 + margin
 
 
 # --------------------------------------------------------------------------- induction

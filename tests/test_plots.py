@@ -179,6 +179,12 @@ def test_shade_masked_keeps_a_forbidden_weight_that_is_not_zero():
     (patch,) = hatched(ax)
     assert patch.get_facecolor()[3] == 0.0  # transparent: the colour shows through
     assert all(t.get_visible() for t in ax.texts)
+    # The leaked number sits on a patch of its cell's colour, drawn over the hatching.
+    (number,) = [t for t in ax.texts if t.get_position() == (1, 0)]
+    box = number.get_bbox_patch()
+    assert box is not None and number.get_zorder() > patch.get_zorder()
+    assert mpl.colors.same_color(box.get_facecolor(), ax.images[0].to_rgba(0.2))
+    assert all(t.get_bbox_patch() is None for t in ax.texts if t is not number)
 
 
 def test_shade_masked_rejects_bad_masks():

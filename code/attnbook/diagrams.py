@@ -666,7 +666,14 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
     col_head = [j // d_head for j in range(D)]  # which head gets feature j
     fills = [_tint(_HEAD_COLOURS[i], 0.45) for i in range(h)]
     wide = [[fills[col_head[j]] for j in range(D)] for _ in range(L)]
-    arrow_w = 1.38
+    # The operations between the blocks, each on an arrow at least as long as its label
+    # (about 0.09 inch a monospace character at 9.5 pt) with over 0.15 inch clear at each end.
+    top_ops = [".view", ".transpose(1, 2)"]
+    bottom_ops = ["@ V_h", ".transpose(1, 2)\n.reshape", "@ W_o"]
+
+    def arrow_w(text: str) -> float:
+        return max(1.38, 0.09 * max(len(line) for line in text.split("\n")) + 0.35)
+
     title_h, shape_h = 0.6, 0.62
     row_h = title_h + stack_h + shape_h
     margin, left_pad = 0.1, 0.75  # left_pad leaves room for the "head i" labels
@@ -674,8 +681,8 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
     # Top row: Q, view, transpose. Bottom row: weights, outputs, merge, project.
     top_widths = [D * c, D * c + (h - 1) * 0.1, d_head * c]
     bottom_widths = [L * c, d_head * c, D * c, D * c]
-    width = left_pad + margin + max(sum(top_widths) + 2 * arrow_w,
-                                    sum(bottom_widths) + 3 * arrow_w) + 0.3
+    width = left_pad + margin + max(sum(top_widths) + sum(map(arrow_w, top_ops)),
+                                    sum(bottom_widths) + sum(map(arrow_w, bottom_ops))) + 0.3
     row_gap = 0.45
     height = 2 * row_h + row_gap + 0.3
 
@@ -697,8 +704,9 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
 
         def op_arrow(x_from: float, x_to: float, y: float, text: str) -> None:
             _arrow(ax, (x_from + 0.12, y), (x_to - 0.12, y))
-            ax.text((x_from + x_to) / 2, y + 0.08, text, ha="center", va="bottom",
-                    fontsize=9.5, family="monospace", linespacing=1.1)
+            label = ax.text((x_from + x_to) / 2, y + 0.08, text, ha="center", va="bottom",
+                            fontsize=9.5, family="monospace", linespacing=1.1)
+            label.set_gid("op")
 
         def stacked(x: float, y_top: float, grids: list[list[list[str]]]) -> None:
             for i, grid in enumerate(grids):
@@ -714,22 +722,23 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
             flat_top, flat_bottom = mid + L * c / 2, mid - L * c / 2  # a one-grid block
             stack_bottom = y_top - stack_h  # a block of one grid per head
             widths = top_widths if row == 0 else bottom_widths
+            ops = top_ops if row == 0 else bottom_ops
             xs = [left_pad]
-            for w in widths[:-1]:
-                xs.append(xs[-1] + w + arrow_w)
+            for w, op in zip(widths[:-1], ops, strict=True):
+                xs.append(xs[-1] + w + arrow_w(op))
             if row == 0:
                 # Q: L x d_model, columns coloured by head.
                 _grid(ax, xs[0], flat_top, wide, w=c, h=c)
                 labels(xs[0], widths[0], flat_top, flat_bottom, "$Q = xW_q$ (and $K$, $V$)",
                        "(B, L, d_model)", q, "shape-q")
-                op_arrow(xs[0] + widths[0], xs[1], mid, ".view")
+                op_arrow(xs[0] + widths[0], xs[1], mid, ops[0])
                 # view: each row cut into h pieces.
                 for i in range(h):
                     _grid(ax, xs[1] + i * (d_head * c + 0.1), flat_top, per_head[i], w=c, h=c)
                 labels(xs[1], widths[1], flat_top, flat_bottom,
                        f"each row cut into h = {h} pieces\nof d_head = {d_head} features",
                        "(B, L, h, d_head)", viewed, "shape-view")
-                op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)")
+                op_arrow(xs[1] + widths[1], xs[2], mid, ops[1])
                 stacked(xs[2], y_top, per_head)
                 labels(xs[2], widths[2], y_top, stack_bottom, "one grid per head",
                        "(B, h, L, d_head)", heads_q, "shape-heads")
@@ -743,15 +752,15 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
                         ha="center", va="bottom", fontsize=10.5, linespacing=1.6)
                 labels(xs[0], widths[0], y_top, stack_bottom, None, "(B, h, L, L)", weights,
                        "shape-weights")
-                op_arrow(xs[0] + widths[0], xs[1], mid, "@ V_h")
+                op_arrow(xs[0] + widths[0], xs[1], mid, ops[0])
                 stacked(xs[1], y_top, per_head)
                 labels(xs[1], widths[1], y_top, stack_bottom, "outputs, per head",
                        "(B, h, L, d_head)", heads_out, "shape-outputs")
-                op_arrow(xs[1] + widths[1], xs[2], mid, ".transpose(1, 2)\n.reshape")
+                op_arrow(xs[1] + widths[1], xs[2], mid, ops[1])
                 _grid(ax, xs[2], flat_top, wide, w=c, h=c)
                 labels(xs[2], widths[2], flat_top, flat_bottom, "heads merged",
                        "(B, L, d_model)", merged, "shape-merged")
-                op_arrow(xs[2] + widths[2], xs[3], mid, "@ W_o")
+                op_arrow(xs[2] + widths[2], xs[3], mid, ops[2])
                 _grid(ax, xs[3], flat_top, [["#D9D9D9"] * D] * L, w=c, h=c)
                 labels(xs[3], widths[3], flat_top, flat_bottom,
                        "output: every feature\nmixes all heads", "(B, L, d_model)", projected,
@@ -1300,7 +1309,9 @@ def tiled_attention(L: int = 8, S: int = 10, block_size: int = 2,
             label = ax.text(x0 + w / 2, y1 - h / 2, str(n), ha="center", va="center",
                             fontsize=10 if cell * T >= 0.5 else 9, color=_INK,
                             weight="bold" if now else "normal", zorder=5,
-                            bbox={"boxstyle": "round,pad=0.1", "facecolor": face,
+                            # a patch of the tile's face, so that neither the hatching
+                            # nor the score grid's lines run into the digits
+                            bbox={"boxstyle": "round,pad=0.3", "facecolor": face,
                                   "edgecolor": "none"})
             label.set_gid(f"visit-{i}-{j}")
         for r in range(L):

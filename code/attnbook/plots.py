@@ -552,7 +552,7 @@ def shade_masked(ax: Axes, mask: torch.Tensor | np.ndarray,
     A forbidden cell whose weight is exactly 0 gets a light grey face and loses its
     annotation, so a reader sees at a glance that nothing is there; a forbidden cell with any
     other weight (a fill value that leaked, or NaN) keeps its colour and its number under the
-    hatching.
+    hatching, the number on a patch of the cell's own colour that the hatching leaves clear.
 
     Args:
         ax: an Axes drawn by :func:`attention_heatmap`, annotated or not.
@@ -572,8 +572,14 @@ def shade_masked(ax: Axes, mask: torch.Tensor | np.ndarray,
         ax.add_patch(Rectangle(
             (j - 0.5, i - 0.5), 1, 1, hatch="///", linewidth=0,
             facecolor=MASKED_GREY if exact_zero else "none", edgecolor=HATCH_GREY))
-        if exact_zero and (i, j) in annotations:
+        if (i, j) not in annotations:
+            continue
+        if exact_zero:
             annotations[i, j].set_visible(False)
+        elif ax.images:  # the cell's colour (NaN's is the colour map's "bad" one)
+            face = ax.images[0].to_rgba(matrix[i, j])
+            annotations[i, j].set_bbox({"boxstyle": "square,pad=0.15", "facecolor": face,
+                                        "edgecolor": "none"})
 
 
 def mask_panels(
