@@ -394,18 +394,25 @@ def test_shown_code_fits_the_column(views, name: str) -> None:
 
 @pytest.mark.parametrize("name", PAGES)
 def test_folded_code_fits_the_column_once_opened(views, name: str) -> None:
-    """At 1280 px a code cell folded away ("Show code cell source") fits its box once a
-    reader opens it, as shown code does. The cells are opened, measured and closed again in
-    one step, so the page's other tests see it as it loads."""
+    """At 1280 px code folded away, in a solution ("Click to show") or a cell ("Show code
+    cell source"), fits its box once a reader opens it, as shown code does. Everything is
+    opened, measured and closed again in one step, so the page's other tests see the page
+    as it loads."""
     wide = views(name).tab.evaluate("""() => {
-        const folded = [...document.querySelectorAll("article details.above-input")]
+        const folded = [...document.querySelectorAll("article details")]
             .filter(d => !d.open);
+        const hidden = [...document.querySelectorAll("article .toggle-hidden")];
         folded.forEach(d => { d.open = true; });
-        const wide = folded.flatMap(d => [...d.querySelectorAll("div.highlight pre")])
-            .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+        hidden.forEach(e => e.classList.remove("toggle-hidden"));
+        const wide = [...document.querySelectorAll("article div.highlight pre")]
+            .filter(pre => (folded.some(d => d.contains(pre))
+                            || hidden.some(e => e.contains(pre)))
+                           && !pre.closest(".cell_output")
+                           && pre.scrollWidth > pre.clientWidth + 1)
             .map(pre => `${pre.scrollWidth} px in ${pre.clientWidth} px: ` + pre.textContent
                  .split("\\n").reduce((a, b) => b.length > a.length ? b : a));
         folded.forEach(d => { d.open = false; });
+        hidden.forEach(e => e.classList.add("toggle-hidden"));
         return wide;
     }""")
     assert not wide, f"{name}: folded code wider than its box at 1280 px once opened: {wide}"
@@ -990,8 +997,7 @@ LIST_BESIDE_SEARCH = """() => {
     for (let y = Math.max(0, sidebar.top); y <= box.bottom + 4; y += 2)
         for (let x = sidebar.left + 1; x < sidebar.right - 1; x += 2) {
             const hit = document.elementFromPoint(x, y);
-            if (hit && !row.contains(hit) && hit.closest("#pst-primary-sidebar nav, "
-                    + "#pst-primary-sidebar .caption, #pst-primary-sidebar a"))
+            if (hit && !row.contains(hit) && hit.closest("#pst-primary-sidebar nav.bd-docs-nav"))
                 seen.push(`(${x}, ${y}): ${hit.textContent.trim().slice(0, 30)}`);
         }
     return seen;
