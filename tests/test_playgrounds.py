@@ -601,6 +601,66 @@ def test_dot_labels_stay_apart_when_points_crowd(page):
     assert met == {}, f"labels meet at {len(met)} of {steps} steps, e.g. {list(met.items())[:3]}"
 
 
+#: Every point's label that covers another point's dot (not one on its own point, as the
+#: exact match's ring around the query) or lies across an arrow's shaft (the output's
+#: included), read off the screen: each shaft sampled at 60 points along it.
+LABEL_CLASHES = """r => {
+    const G = 2;  // px: an arrow that only grazes a label's box (its glyphs' line spacing)
+    const svg = r.querySelector(".pg-svg"), m = svg.getScreenCTM();
+    const at = (line, n) => { const p = svg.createSVGPoint();
+        p.x = +line.getAttribute("x" + n); p.y = +line.getAttribute("y" + n);
+        return p.matrixTransform(m); };
+    const shafts = Array.from(r.querySelectorAll(".pg-vec line.pg-shaft"),
+                              line => [at(line, 1), at(line, 2)]);
+    const inside = (b, x, y) => b.left + G < x && x < b.right - G
+                                && b.top + G < y && y < b.bottom - G;
+    const handles = Array.from(r.querySelectorAll(".pg-handle")), clashes = [];
+    handles.forEach(h => {
+        const label = h.querySelector(".pg-lab"), box = label.getBoundingClientRect();
+        handles.forEach(o => {
+            const dot = o.querySelector(".pg-dot").getBoundingClientRect();
+            const same = o.getAttribute("transform") === h.getAttribute("transform");
+            if (!same && box.left < dot.right && dot.left < box.right
+                    && box.top < dot.bottom && dot.top < box.bottom)
+                clashes.push(`${label.textContent} on the dot of `
+                             + o.querySelector(".pg-lab").textContent);
+        });
+        shafts.forEach(([a, b], i) => {
+            for (let t = 0; t <= 1; t += 1 / 60)
+                if (inside(box, a.x + t * (b.x - a.x), a.y + t * (b.y - a.y))) {
+                    clashes.push(`${label.textContent} across arrow ${i}`);
+                    break;
+                }
+        });
+    });
+    return clashes;
+}"""
+
+
+@pytest.mark.browser
+def test_dot_labels_keep_off_the_dots_and_the_arrows(page):
+    """No point's label covers another point's dot or lies across an arrow: as the playground
+    opens, and after the query goes to (1.9, 1.9) and the exact match to (8, 8), where an
+    audit saw the query's dot on "long aligned" and the output arrow through "exact match"."""
+    fragment = dot_product_playground()._repr_html_()
+    labels = script_data(fragment)["labels"]
+    (root,) = show(page, fragment)
+    assert root.evaluate(LABEL_CLASHES) == []
+    query = handle(root, 0)
+    query.focus()
+    for key in ["ArrowLeft"] * 11 + ["ArrowUp"] * 9:
+        page.keyboard.press(key)
+    expect(query).to_have_attribute("data-x", "1.9", timeout=TIMEOUT)
+    expect(query).to_have_attribute("data-y", "1.9", timeout=TIMEOUT)
+    assert root.evaluate(LABEL_CLASHES) == []
+    exact = handle(root, 1 + labels.index("exact match"))
+    exact.focus()
+    for key in ["Shift+ArrowRight"] * 5 + ["Shift+ArrowUp"] * 7:
+        page.keyboard.press(key)
+    expect(exact).to_have_attribute("data-y", "8", timeout=TIMEOUT)
+    assert root.evaluate(LABEL_CLASHES) == []
+
+
 def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:
     """The colour drawn at each screen point, as RGB in [0, 1]."""
     import matplotlib.image

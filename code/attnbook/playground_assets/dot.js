@@ -133,7 +133,8 @@ function spots(p, side) {
   var n = Math.sqrt(p[0] * p[0] + p[1] * p[1]);
   var off = n > 0 ? [[-side * p[1] / n, side * p[0] / n], [side * p[1] / n, -side * p[0] / n]]
     : [[0.7, 0.7]];
-  return off.concat([[1, 0], [-1, 0], [0, 1], [0, -1]]);
+  return off.concat([[1, 0], [-1, 0], [0, 1], [0, -1], [0.7, -0.7], [-0.7, -0.7], [0.7, 0.7],
+                     [-0.7, 0.7]]);
 }
 function put(text, d) {
   var ox = 13 * d[0], oy = -13 * d[1];
@@ -146,16 +147,43 @@ function labelBox(k) {
   var b = bbox(tips[k]);
   return [b[0] + px(P[k][0]), b[1] + py(P[k][1]), b[2], b[3]];
 }
+/* How long a stretch of the segment from (x1, y1) to (x2, y2) runs through box b, grown
+   by g on every side (the segment clipped to the box, as Liang and Barsky clip). */
+function crossing(b, g, x1, y1, x2, y2) {
+  var dx = x2 - x1, dy = y2 - y1, t0 = 0, t1 = 1, e;
+  var sides = [[-dx, x1 - b[0] + g], [dx, b[0] + b[2] + g - x1],
+               [-dy, y1 - b[1] + g], [dy, b[1] + b[3] + g - y1]];
+  for (e = 0; e < 4; e++) {
+    var p = sides[e][0], q = sides[e][1];
+    if (p === 0) {
+      if (q < 0) { return 0; }
+    } else if (p < 0) {
+      t0 = Math.max(t0, q / p);
+    } else {
+      t1 = Math.min(t1, q / p);
+    }
+  }
+  return t1 > t0 ? (t1 - t0) * Math.sqrt(dx * dx + dy * dy) : 0;
+}
 /* The labels, the query's first: each at its first spot clear of the labels placed before
-   it, or, where points crowd so that none is, at the spot that covers them least. */
-function placeLabels() {
-  var placed = [], k, c;
+   it, of the other points' dots and of every arrow (the output's included), or, where the
+   drawing crowds so that none is, at the spot that covers them least: another label counts
+   a hundred times what a dot does, and an arrow as a band 6 units wide. */
+function placeLabels(out) {
+  var placed = [], ends = P.concat([out]), k, c;
   for (k = 0; k <= S; k++) {
     var options = spots(P[k], k === 0 ? -1 : 1), best = -1, least = Infinity;
     for (c = 0; c < options.length && least > 0; c++) {
       put(tips[k], options[c]);
       var box = labelBox(k), cover = 0;
-      placed.forEach(function (o) { cover += overlap(box, o, 2); });
+      placed.forEach(function (o) { cover += 100 * overlap(box, o, 2); });
+      ends.forEach(function (e, j) {
+        var same = e[0] === P[k][0] && e[1] === P[k][1];  /* a key on the query: its ring */
+        if (!same && j <= S) { cover += overlap(box, bbox(discs[j]).map(function (v, m) {
+          return m === 0 ? v + px(e[0]) : (m === 1 ? v + py(e[1]) : v);
+        }), 1); }
+        cover += 6 * crossing(box, 1, OX, OY, px(e[0]), py(e[1]));
+      });
       if (cover < least) { least = cover; best = c; }
     }
     put(tips[k], options[best]);
@@ -196,7 +224,7 @@ function render() {
     }
   }
   drawArrow(outArrow, r.out);
-  hideTicksUnderLabels(placeLabels());
+  hideTicksUnderLabels(placeLabels(r.out));
   for (k = 0; k < S; k++) { if (r.w[k] > r.w[top]) { top = k; } }
   for (k = 0; k < S; k++) {
     var row = rows[k];
