@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import pytest
 from browser_helpers import DARK_CARD_FILTER
 from conftest import CHROMIUM_ARGS, chromium_path, toc_pages
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -780,6 +781,36 @@ def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None
                 assert "open it full size" in after
             else:
                 assert after == "none", (width, shown, after)
+
+
+def test_a_tap_opens_a_small_figure_at_its_own_size(browser, site_url: str) -> None:
+    """On a phone, a tap on a figure shown under 60 % of its size opens it at its own size
+    in a view over the page that scrolls sideways, without leaving the page; Escape closes
+    it and returns to the figure. (Opened alone, the picture was fitted to the screen again,
+    at about 40 %.)"""
+    context = browser.new_context(viewport={"width": PHONE, "height": 844}, has_touch=True,
+                                  is_mobile=True)
+    try:
+        tab = context.new_page()
+        url = f"{site_url}/book/whisper.html"
+        tab.goto(url, wait_until="load")
+        link = tab.locator("figure.attnbook-shrunk a.attnbook-figure-link").first
+        link.scroll_into_view_if_needed()
+        natural = link.locator("img").evaluate("img => img.naturalWidth")
+        assert natural > 1.5 * PHONE
+        link.tap()
+        view = tab.locator(".attnbook-full")
+        expect(view).to_be_visible(timeout=5000)
+        assert tab.url == url
+        shown = view.locator("img").evaluate("img => img.getBoundingClientRect().width")
+        assert abs(shown - natural) <= 1, (shown, natural)
+        assert view.evaluate("v => v.scrollWidth > v.clientWidth + 100")
+        assert tab.evaluate("document.activeElement.textContent") == "Close"
+        tab.keyboard.press("Escape")
+        expect(view).to_have_count(0, timeout=5000)
+        assert tab.evaluate("document.activeElement.classList.contains('attnbook-figure-link')")
+    finally:
+        context.close()
 
 
 #: Table cells that hold one number, and on how many lines each is drawn.

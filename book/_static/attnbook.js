@@ -139,10 +139,51 @@
       });
   }
 
+  // A tap on a figure marked so opens it at its own size in a view over the page, which
+  // scrolls both ways (a picture opened alone, the link's own target, is fitted to a
+  // phone's screen again). Close or Escape returns to the figure. Figures shown larger
+  // keep the plain link.
+  function openFullSize(link, img) {
+    var view = document.createElement("div");
+    view.className = "attnbook-full";
+    view.setAttribute("role", "dialog");
+    view.setAttribute("aria-modal", "true");
+    view.setAttribute("aria-label", "The figure at its own size");
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "attnbook-full-close";
+    close.textContent = "Close";
+    var big = document.createElement("img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    big.width = img.naturalWidth;
+    view.appendChild(close);
+    view.appendChild(big);
+    document.body.appendChild(view);
+    close.focus();
+    function shut() {
+      view.remove();
+      document.removeEventListener("keydown", onKey);
+      link.focus();
+    }
+    function onKey(event) { if (event.key === "Escape") { shut(); } }
+    close.addEventListener("click", shut);
+    document.addEventListener("keydown", onKey);
+  }
+
   function watchFigures() {
     document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
       .forEach(function (img) {
         if (!img.complete) { img.addEventListener("load", markShrunkFigures); }
+        var link = img.parentNode;
+        link.addEventListener("click", function (event) {
+          var figure = img.closest("figure"), note = link.nextElementSibling;
+          var shrunk = (figure && figure.classList.contains("attnbook-shrunk")) ||
+            (note && note.classList.contains("attnbook-shrunk"));
+          if (!shrunk || !img.naturalWidth) { return; }
+          event.preventDefault();
+          openFullSize(link, img);
+        });
       });
     markShrunkFigures();
     onResize(markShrunkFigures);
