@@ -142,11 +142,13 @@ function put(text, d) {
   text.setAttribute("x", ox);
   text.setAttribute("y", oy + (oy > 0 ? 9 : 0) + (Math.abs(ox) > 9 ? 4 : 0));
 }
-/* Point k's label's box in the drawing (its text is placed relative to the point). */
-function labelBox(k) {
-  var b = bbox(tips[k]);
+/* The box in the drawing of an element of point k's handle (its label, its dot), which is
+   drawn relative to the point. */
+function boxAt(t, k) {
+  var b = bbox(t);
   return [b[0] + px(P[k][0]), b[1] + py(P[k][1]), b[2], b[3]];
 }
+function labelBox(k) { return boxAt(tips[k], k); }
 /* How long a stretch of the segment from (x1, y1) to (x2, y2) runs through box b, grown
    by g on every side (the segment clipped to the box, as Liang and Barsky clip). */
 function crossing(b, g, x1, y1, x2, y2) {
@@ -178,10 +180,9 @@ function placeLabels(out) {
       var box = labelBox(k), cover = 0;
       placed.forEach(function (o) { cover += 100 * overlap(box, o, 2); });
       ends.forEach(function (e, j) {
-        var same = e[0] === P[k][0] && e[1] === P[k][1];  /* a key on the query: its ring */
-        if (!same && j <= S) { cover += overlap(box, bbox(discs[j]).map(function (v, m) {
-          return m === 0 ? v + px(e[0]) : (m === 1 ? v + py(e[1]) : v);
-        }), 1); }
+        /* not its own dot, nor a dot on its own point (the exact match's ring) */
+        var same = e[0] === P[k][0] && e[1] === P[k][1];
+        if (!same && j <= S) { cover += overlap(box, boxAt(discs[j], j), 1); }
         cover += 6 * crossing(box, 1, OX, OY, px(e[0]), py(e[1]));
       });
       if (cover < least) { least = cover; best = c; }
