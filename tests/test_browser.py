@@ -352,7 +352,8 @@ def test_code_in_a_heading_stays_whole_on_a_phone(views, name: str) -> None:
         document.querySelectorAll("article :is(h1, h2, h3, h4) code"), code => {
             const box = code.getBoundingClientRect();
             const heading = code.closest("h1, h2, h3, h4").getBoundingClientRect();
-            const line = parseFloat(getComputedStyle(code).lineHeight) || box.height;
+            const style = getComputedStyle(code);  // line-height "normal": about 1.2 em
+            const line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
             return box.height > 1.5 * line || box.right > heading.right + 1
                 ? `${code.textContent}: ${Math.round(box.width)} x ${Math.round(box.height)}`
                   + ` px, heading ends at ${Math.round(heading.right)}` : null;

@@ -657,6 +657,7 @@ def test_dot_labels_keep_off_the_dots_and_the_arrows(page):
     exact.focus()
     for key in ["Shift+ArrowRight"] * 5 + ["Shift+ArrowUp"] * 7:
         page.keyboard.press(key)
+    expect(exact).to_have_attribute("data-x", "8", timeout=TIMEOUT)
     expect(exact).to_have_attribute("data-y", "8", timeout=TIMEOUT)
     assert root.evaluate(LABEL_CLASHES) == []
 

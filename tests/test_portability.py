@@ -305,9 +305,9 @@ def test_planted_fragility_is_caught(tmp_path: Path, build_machine: list[list[st
              for kind, code in FRAGILE.items()}
     control = run_planted(tmp_path, "control", [PRELUDE, *cells.values()], "default")
     assert not isinstance(control, ChapterFailure), f"not fragile at home: {control}"
+    run_threads = {THREADS[name] for env in PORTABLE for name in parts(env) if name in THREADS}
     for index, (kind, cell) in enumerate(cells.items()):
         environments = rejected_by(kind, threads, kernels)
-        run_threads = {THREADS[name] for env in PORTABLE for name in parts(env) if name in THREADS}
         if threads not in run_threads and kernels != "DEFAULT":  # every knob can turn here
             assert environments, f"{kind}: no run turns the knob it leans on"
         rejected = []

@@ -111,8 +111,9 @@
   }
 
   // A figure shown at under SHRUNK of its own size (on a phone, where its smallest text is
-  // then about 5 px) says in its caption how small it is shown, and that it opens alone, full
-  // size, to zoom into: the whole figure is a link to its picture.
+  // then about 5 px) says in its caption how small it is shown, and that a tap opens it at
+  // full size (openFullSize, in a view over the page; the whole figure is also a link to
+  // its picture, which is what a browser without this script opens).
   var SHRUNK = 0.6;
   function markShrunkFigures() {
     document.querySelectorAll(".bd-content a.attnbook-figure-link > img")

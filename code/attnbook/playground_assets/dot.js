@@ -128,7 +128,8 @@ function compute() {
 /* Where point p's label may go, best first, as directions in the plot (up is +): beside the
    tip, off the line of the vector, on its anticlockwise side (side 1) or its clockwise side
    (side -1), so that the query's label and the label of a key lying along it do not
-   overlap; then the other side; then right, left, above and below the point. */
+   overlap; then the other side; then right, left, above and below the point; then its four
+   diagonals. */
 function spots(p, side) {
   var n = Math.sqrt(p[0] * p[0] + p[1] * p[1]);
   var off = n > 0 ? [[-side * p[1] / n, side * p[0] / n], [side * p[1] / n, -side * p[0] / n]]
