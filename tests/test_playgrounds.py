@@ -646,20 +646,17 @@ def test_dot_labels_keep_off_the_dots_and_the_arrows(page):
     labels = script_data(fragment)["labels"]
     (root,) = show(page, fragment)
     assert root.evaluate(LABEL_CLASHES) == []
-    query = handle(root, 0)
-    query.focus()
-    for key in ["ArrowLeft"] * 11 + ["ArrowUp"] * 9:
-        page.keyboard.press(key)
-    expect(query).to_have_attribute("data-x", "1.9", timeout=TIMEOUT)
-    expect(query).to_have_attribute("data-y", "1.9", timeout=TIMEOUT)
-    assert root.evaluate(LABEL_CLASHES) == []
-    exact = handle(root, 1 + labels.index("exact match"))
-    exact.focus()
-    for key in ["Shift+ArrowRight"] * 5 + ["Shift+ArrowUp"] * 7:
-        page.keyboard.press(key)
-    expect(exact).to_have_attribute("data-x", "8", timeout=TIMEOUT)
-    expect(exact).to_have_attribute("data-y", "8", timeout=TIMEOUT)
-    assert root.evaluate(LABEL_CLASHES) == []
+    moves = [(0, ["ArrowLeft"] * 11 + ["ArrowUp"] * 9, "1.9"),  # the query, by tenths
+             (1 + labels.index("exact match"), ["Shift+ArrowRight"] * 5
+              + ["Shift+ArrowUp"] * 7, "8")]  # from (3, 1), by units
+    for index, keys, at in moves:
+        point = handle(root, index)
+        point.focus()
+        for key in keys:
+            page.keyboard.press(key)
+        expect(point).to_have_attribute("data-x", at, timeout=TIMEOUT)
+        expect(point).to_have_attribute("data-y", at, timeout=TIMEOUT)
+        assert root.evaluate(LABEL_CLASHES) == [], f"point {index} at ({at}, {at})"
 
 
 def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:
