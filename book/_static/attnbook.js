@@ -178,10 +178,9 @@
         if (!img.complete) { img.addEventListener("load", markShrunkFigures); }
         var link = img.parentNode;
         link.addEventListener("click", function (event) {
-          var figure = img.closest("figure"), note = link.nextElementSibling;
-          var shrunk = (figure && figure.classList.contains("attnbook-shrunk")) ||
-            (note && note.classList.contains("attnbook-shrunk"));
-          if (!shrunk || !img.naturalWidth) { return; }
+          // The same test as markShrunkFigures', made as the reader taps.
+          if (!img.naturalWidth ||
+              img.getBoundingClientRect().width / img.naturalWidth >= SHRUNK) { return; }
           event.preventDefault();
           openFullSize(link, img);
         });
