@@ -502,6 +502,35 @@ def test_glued_values_on_the_notation_page(built_book: Path) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES)
+def test_links_and_citations_keep_their_spacing(built_book: Path, page: str) -> None:
+    """A link's underline starts at its first word ("Solution to Exercise 9.2" linked
+    " Exercise 9.2"), and a footnote citation "[2]" is tied to the word before it, so it
+    never starts a line alone."""
+    main = soup(page).select_one("main article")
+    spaced = [link.get_text() for link in main.select("a.reference")
+              if link.get_text().startswith(" ") or link.get_text().endswith(" ")]
+    assert not spaced, f"{page}: links that start or end with a space: {spaced[:5]}"
+    loose = [str(citation.previous_sibling)[-20:]
+             for citation in main.select("a.footnote-reference")
+             if str(citation.previous_sibling or "").endswith((" ", "\n"))]
+    assert not loose, f"{page}: citations that may start a line alone, after: {loose[:5]}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_arxiv_reference_links_to_its_abstract(built_book: Path, page: str) -> None:
+    """A reference to an arXiv paper links to its abstract, the same way in every list: ten
+    entries had named their number in plain text, which a reader could not follow."""
+    entries = soup(page).select("main div.citation, main aside.footnote")
+    arxiv = [entry for entry in entries if "arxiv" in entry.get_text().lower()]
+    unlinked = [entry.get_text(" ", strip=True)[:70] for entry in arxiv
+                if not entry.select('a[href^="https://arxiv.org/abs/"]')]
+    assert not unlinked, f"{page}: arXiv references without a link: {unlinked[:4]}"
+    twice = [entry.get_text(" ", strip=True)[:70] for entry in arxiv
+             if entry.get_text().count("arXiv:") > 1]
+    assert not twice, f"{page}: references that name their arXiv number twice: {twice[:4]}"
+
+
+@pytest.mark.parametrize("page", PAGES)
 def test_no_unrendered_markup(built_book: Path, page: str) -> None:
     """A role or directive the parser did not know would show up as raw text."""
     text = soup(page).select_one("main").get_text(" ")

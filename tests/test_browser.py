@@ -814,9 +814,11 @@ def test_a_tap_opens_a_small_figure_at_its_own_size(browser, site_url: str) -> N
         context.close()
 
 
-#: Table cells that hold one number, and on how many lines each is drawn.
+#: Table cells that hold one number or a count ("58 of 72"), and on how many lines each is
+#: drawn.
 NUMBER_CELLS = r"""() => [...document.querySelectorAll("article table td")]
-    .filter(td => /^\s*[-+−]?[\d.,]+(e[-+−]?\d+)?\s*%?\s*$/i.test(td.textContent))
+    .filter(td => /^\s*[-+−]?[\d.,]+(e[-+−]?\d+)?\s*%?(\s+of\s+[\d.,]+)?\s*$/i
+        .test(td.textContent))
     .filter(td => td.checkVisibility())
     .map(td => {
         const tops = [], walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
@@ -837,6 +839,33 @@ def test_a_number_in_a_table_is_never_broken_across_lines(views, name: str) -> N
     cells = views(name, PHONE).tab.evaluate(NUMBER_CELLS)
     broken = [text for text, lines in cells if lines > 1]
     assert not broken, f"{name}: numbers broken across lines: {broken[:6]} of {len(cells)}"
+
+
+#: Hyphenated words in table headers ("FlashAttention-2"), and whether each is drawn on
+#: more than one line.
+BROKEN_HEADER_WORDS = r"""() => [...document.querySelectorAll("article table th")]
+    .filter(th => th.checkVisibility())
+    .flatMap(th => {
+        const found = [], walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+        for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+            for (const m of t.data.matchAll(/[\w.]+[-\u2010\u2011][\w.]+/g)) {
+                const r = document.createRange();
+                r.setStart(t, m.index); r.setEnd(t, m.index + m[0].length);
+                const tops = [...r.getClientRects()].filter(b => b.width > 0)
+                    .map(b => Math.round(b.top));
+                found.push([m[0], new Set(tops).size > 1]);
+            }
+        }
+        return found; })"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_a_hyphenated_word_in_a_table_header_stays_whole(views, name: str) -> None:
+    """At 390 px a table header's hyphenated name stays on one line: "FlashAttention-2"
+    broke after its hyphen in efficient-attention's notation table, leaving "2" alone."""
+    words = views(name, PHONE).tab.evaluate(BROKEN_HEADER_WORDS)
+    broken = [word for word, split in words if split]
+    assert not broken, f"{name}: header words broken at a hyphen: {broken[:6]}"
 
 
 #: The pages with an algorithm (sphinx-proof's ``prf:algorithm``).

@@ -262,6 +262,40 @@ def test_a_formula_with_spaces_around_it_is_left_alone() -> None:
     assert document[0].astext() == "then x is"
 
 
+@pytest.mark.parametrize(("words", "outside", "inside"), [
+    (" Exercise 9.2", ["Solution to", " "], "Exercise 9.2"),
+    ("Exercise 9.2 ", ["Solution to", " "], "Exercise 9.2"),
+    (" both ", ["Solution to", " ", " "], "both"),
+    ("Exercise 9.2", ["Solution to"], "Exercise 9.2"),
+])
+def test_a_link_starts_and_ends_with_its_words(words: str, outside: list[str],
+                                              inside: str) -> None:
+    """sphinx-exercise's solution titles link " Exercise 9.2", space first: the space moves
+    out of the link, so its underline starts at the word."""
+    link = nodes.reference("", "", nodes.Text(words), refuri="#ex")
+    document = _page(nodes.Text("Solution to"), link)
+    attnbook_sphinx.KeepSpacesOutOfLinks(document).run()
+    paragraph = document[0]
+    assert link.astext() == inside
+    assert [child.astext() for child in paragraph if isinstance(child, nodes.Text)] == outside
+    assert paragraph.astext() == "Solution to" + words
+
+
+def test_a_footnote_citation_stays_with_the_word_before_it() -> None:
+    """"uses this mask [2]": the space before the citation does not break, so "[2]" never
+    starts a line alone; a citation that touches its word is left as it is."""
+    spaced = nodes.footnote_reference("", "2", refid="f2")
+    touching = nodes.footnote_reference("", "3", refid="f3")
+    broken = nodes.footnote_reference("", "4", refid="f4")
+    document = _page(nodes.Text("the decoder uses this mask "), spaced, nodes.Text(". Then"),
+                     touching, nodes.Text(" as a source line ends\n"), broken)
+    attnbook_sphinx.KeepCitationsWithTheirWord(document).run()
+    paragraph = document[0]
+    assert paragraph.astext() == ("the decoder uses this mask\u00a02. Then3"
+                                  " as a source line ends\u00a04")
+    assert paragraph[1] is spaced and paragraph[3] is touching and paragraph[5] is broken
+
+
 def test_a_figure_in_a_cell_output_links_to_its_picture(caplog) -> None:
     builder = types.SimpleNamespace(get_target_uri=lambda docname: f"{docname}.html")
     env = types.SimpleNamespace(

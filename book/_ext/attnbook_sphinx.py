@@ -551,6 +551,50 @@ def _shorten(parent: nodes.Element, text: nodes.Text, rest: str) -> None:
         parent.insert(index, nodes.Text(rest))
 
 
+class KeepSpacesOutOfLinks(SphinxPostTransform):
+    """Move the spaces that start or end a link's text out of the link.
+
+    sphinx-exercise titles a solution "Solution to" + a link " Exercise 9.2": the link's
+    underline and focus ring began with the space. The space now stands before the link.
+    """
+
+    formats = ("html",)  # the site and the student edition
+    default_priority = 200  # after sphinx-exercise writes the solutions' titles (21)
+
+    def run(self, **kwargs: object) -> None:
+        for link in list(self.document.findall(nodes.reference)):
+            if link.parent is None or not link.children:
+                continue
+            first = link[0]
+            if isinstance(first, nodes.Text) and first.astext()[:1].isspace():
+                link[0] = nodes.Text(first.astext().lstrip())
+                link.parent.insert(link.parent.index(link), nodes.Text(" "))
+            last = link[-1]
+            if isinstance(last, nodes.Text) and last.astext()[-1:].isspace():
+                link[-1] = nodes.Text(last.astext().rstrip())
+                link.parent.insert(link.parent.index(link) + 1, nodes.Text(" "))
+
+
+class KeepCitationsWithTheirWord(SphinxPostTransform):
+    """Join a footnote citation "[2]" to the word before it with a no-break space.
+
+    The chapters write "the decoder uses this mask {footcite}`...`", or put the citation at
+    the start of a source line: a browser could break the line at that space (or line break)
+    and start the next line with "[2]" alone.
+    """
+
+    formats = ("html",)  # the site and the student edition
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        for reference in list(self.document.findall(nodes.footnote_reference)):
+            parent = reference.parent
+            index = next(k for k, child in enumerate(parent.children) if child is reference)
+            before = parent[index - 1] if index > 0 else None
+            if isinstance(before, nodes.Text) and before.astext()[-1:].isspace():
+                parent[index - 1] = nodes.Text(before.astext().rstrip() + "\u00a0")
+
+
 class LinkFiguresToTheirFile(SphinxPostTransform):
     """Make every figure a chapter draws a link to its picture file.
 
@@ -680,6 +724,8 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_post_transform(MarkStartersTodo)
     app.add_post_transform(KeepPunctuationWithMaths)
     app.add_post_transform(LinkFiguresToTheirFile)
+    app.add_post_transform(KeepSpacesOutOfLinks)
+    app.add_post_transform(KeepCitationsWithTheirWord)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
     app.connect("build-finished", functools.partial(forget_failed_build, warnings=warnings))

@@ -198,9 +198,10 @@
     }).observe(drawer, { attributes: true, attributeFilter: ["open"] });
   }
 
-  // A table cell that holds one number keeps it on one line: "7.18e-01" broke after its
-  // "e-" in a phone's narrow column, and the table scrolls sideways anyway.
-  var NUMBER = /^\s*[-+\u2212]?[\d.,]+(e[-+\u2212]?\d+)?\s*%?\s*$/i;
+  // A table cell that holds one number, or a count "58 of 72", keeps it on one line:
+  // "7.18e-01" broke after its "e-" in a phone's narrow column, and the table scrolls
+  // sideways anyway.
+  var NUMBER = /^\s*[-+\u2212]?[\d.,]+(e[-+\u2212]?\d+)?\s*%?(\s+of\s+[\d.,]+)?\s*$/i;
   function keepNumbersWhole() {
     document.querySelectorAll(".bd-content table td").forEach(function (cell) {
       if (NUMBER.test(cell.textContent)) { cell.classList.add("attnbook-number"); }
