@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from browser_helpers import DARK_CARD_FILTER
+from browser_helpers import DARK_CARD_FILTER, contrast
 from conftest import CHROMIUM_ARGS, chromium_path, toc_pages
 from playwright.sync_api import expect
 
@@ -782,6 +782,26 @@ def test_a_figure_shown_small_says_how_to_see_it_whole(views, name: str) -> None
                 assert "open it full size" in after
             else:
                 assert after == "none", (width, shown, after)
+
+
+#: Each figure caption's text: its weight, its colour and the page's background.
+CAPTION_INK = """() => [...document.querySelectorAll("article figcaption")]
+    .filter(caption => caption.checkVisibility())
+    .map(caption => getComputedStyle(caption.querySelector("p") || caption))
+    .map(s => [parseInt(s.fontWeight), s.color,
+               getComputedStyle(document.body).backgroundColor])"""
+
+
+@pytest.mark.parametrize("name", ["book/scaling", "book/whisper"])
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_captions_read_as_body_text(views, name: str, mode: str) -> None:
+    """A caption carries a figure's key sentence: it is set in the body text's weight (the
+    theme's 300, in its muted grey, read as faint), at a contrast of at least 4.5:1."""
+    captions = views(name, DESKTOP, mode).tab.evaluate(CAPTION_INK)
+    assert captions, f"{name} has no caption"
+    for weight, ink, page in captions:
+        assert weight >= 400, f"{name} ({mode}): a caption in weight {weight}"
+        assert contrast(ink, page) >= 4.5, f"{name} ({mode}): caption {ink} on {page}"
 
 
 def test_a_tap_opens_a_small_figure_at_its_own_size(browser, site_url: str) -> None:
