@@ -530,6 +530,20 @@ def test_every_arxiv_reference_links_to_its_abstract(built_book: Path, page: str
     assert not twice, f"{page}: references that name their arXiv number twice: {twice[:4]}"
 
 
+#: What TeX looks like in plain text: a subscript, a command, a dollar, a superscript.
+TEX_IN_TEXT = re.compile(r"[A-Za-z]_[A-Za-z0-9{]|\\[a-zA-Z]+|\$|\^")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_reference_to_a_heading_shows_no_tex(built_book: Path, page: str) -> None:
+    """A {ref} takes its words from the heading's plain text, so a heading with maths
+    ("Folding the scale into $W_q$") was cited as "Folding the scale into W_q": such a
+    reference names its own words."""
+    references = soup(page).select("main article a.reference span.std-ref")
+    raw = [ref.get_text() for ref in references if TEX_IN_TEXT.search(ref.get_text())]
+    assert not raw, f"{page}: references that show TeX: {raw[:4]}"
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_no_unrendered_markup(built_book: Path, page: str) -> None:
     """A role or directive the parser did not know would show up as raw text."""

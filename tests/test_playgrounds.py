@@ -602,11 +602,13 @@ def test_dot_labels_stay_apart_when_points_crowd(page):
 
 
 #: Every point's label that covers another point's dot (not one on its own point, as the
-#: exact match's ring around the query) or lies across an arrow's shaft (the output's
-#: included), read off the screen: each shaft sampled at 60 points along it.
+#: exact match's ring around the query), lies across an arrow's shaft (the output's
+#: included), or whose white halo touches an axis, read off the screen: each shaft sampled
+#: at 60 points along it.
 LABEL_CLASHES = """r => {
     const G = 2;  // px: an arrow that only grazes a label's box (its glyphs' line spacing)
     const svg = r.querySelector(".pg-svg"), m = svg.getScreenCTM();
+    const H = 2 * m.a;  // px: the halo around a label's letters (HALO in dot.js)
     const at = (line, n) => { const p = svg.createSVGPoint();
         p.x = +line.getAttribute("x" + n); p.y = +line.getAttribute("y" + n);
         return p.matrixTransform(m); };
@@ -632,6 +634,15 @@ LABEL_CLASHES = """r => {
                     break;
                 }
         });
+        r.querySelectorAll("line.pg-axis").forEach(axis => {
+            const [a, b] = [at(axis, 1), at(axis, 2)];
+            const across = a.y === b.y
+                ? box.top - H < a.y && a.y < box.bottom + H
+                  && Math.min(a.x, b.x) < box.right && box.left < Math.max(a.x, b.x)
+                : box.left - H < a.x && a.x < box.right + H
+                  && Math.min(a.y, b.y) < box.bottom && box.top < Math.max(a.y, b.y);
+            if (across) clashes.push(`${label.textContent} on an axis`);
+        });
     });
     return clashes;
 }"""
@@ -639,9 +650,10 @@ LABEL_CLASHES = """r => {
 
 @pytest.mark.browser
 def test_dot_labels_keep_off_the_dots_and_the_arrows(page):
-    """No point's label covers another point's dot or lies across an arrow: as the playground
-    opens, and after the query goes to (1.9, 1.9) and the exact match to (8, 8), where an
-    audit saw the query's dot on "long aligned" and the output arrow through "exact match"."""
+    """No point's label covers another point's dot, lies across an arrow or touches an axis:
+    as the playground opens (where an audit saw "short aligned" on the x axis), and after
+    the query goes to (1.9, 1.9) and the exact match to (8, 8), where an audit saw the
+    query's dot on "long aligned" and the output arrow through "exact match"."""
     fragment = dot_product_playground()._repr_html_()
     labels = script_data(fragment)["labels"]
     (root,) = show(page, fragment)

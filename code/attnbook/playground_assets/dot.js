@@ -129,13 +129,17 @@ function compute() {
    tip, off the line of the vector, on its anticlockwise side (side 1) or its clockwise side
    (side -1), so that the query's label and the label of a key lying along it do not
    overlap; then the other side; then right, left, above and below the point; then its four
-   diagonals. */
+   diagonals; then, where the drawing is crowded near the point, twice as far: below, above,
+   right and left first, where the label stays centred on its point (a key just above an
+   axis is labelled under it, clear of the axis). */
 function spots(p, side) {
   var n = Math.sqrt(p[0] * p[0] + p[1] * p[1]);
   var off = n > 0 ? [[-side * p[1] / n, side * p[0] / n], [side * p[1] / n, -side * p[0] / n]]
     : [[0.7, 0.7]];
-  return off.concat([[1, 0], [-1, 0], [0, 1], [0, -1], [0.7, -0.7], [-0.7, -0.7], [0.7, 0.7],
-                     [-0.7, 0.7]]);
+  var near = off.concat([[1, 0], [-1, 0], [0, 1], [0, -1], [0.7, -0.7], [-0.7, -0.7],
+                         [0.7, 0.7], [-0.7, 0.7]]);
+  var far = [[0, -1], [0, 1], [1, 0], [-1, 0]].concat(off, near.slice(-4));
+  return near.concat(far.map(function (d) { return [2 * d[0], 2 * d[1]]; }));
 }
 function put(text, d) {
   var ox = 13 * d[0], oy = -13 * d[1];
@@ -169,9 +173,10 @@ function crossing(b, g, x1, y1, x2, y2) {
   return t1 > t0 ? (t1 - t0) * Math.sqrt(dx * dx + dy * dy) : 0;
 }
 /* The labels, the query's first: each at its first spot clear of the labels placed before
-   it, of the other points' dots and of every arrow (the output's included), or, where the
-   drawing crowds so that none is, at the spot that covers them least: another label counts
-   a hundred times what a dot does, and an arrow as a band 6 units wide. */
+   it, of the other points' dots, of every arrow (the output's included) and of the two axes
+   (with the label's white halo), or, where the drawing crowds so that none is, at the spot
+   that covers them least: another label counts a hundred times what a dot does, an arrow
+   as a band 6 units wide and an axis as one 3 units wide. */
 function placeLabels(out) {
   var placed = [], ends = P.concat([out]), k, c;
   for (k = 0; k <= S; k++) {
@@ -186,6 +191,8 @@ function placeLabels(out) {
         if (!same && j <= S) { cover += overlap(box, boxAt(discs[j], j), 1); }
         cover += 6 * crossing(box, 1, OX, OY, px(e[0]), py(e[1]));
       });
+      cover += 3 * (crossing(box, 2, px(LO), OY, px(HI), OY) +
+                    crossing(box, 2, OX, py(LO), OX, py(HI)));
       if (cover < least) { least = cover; best = c; }
     }
     put(tips[k], options[best]);
