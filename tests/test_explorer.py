@@ -679,6 +679,29 @@ def test_escape_clears_the_bars_from_a_row_label(page):
 
 
 @pytest.mark.browser
+def test_clearing_the_query_clears_the_bars_title(page):
+    """With no query picked the bars' title asks for one again: it had kept the last
+    query's words ("Query 'animal' (row 2) attends to, in layer 5, head 2:") over no bars,
+    after "(none)", Escape, or a change of head."""
+    root = show(page, explore(WEIGHTS, TOKENS)._repr_html_())
+    title = root.locator(".attnx-bars-title")
+    ask = title.text_content()
+    assert ask.startswith("Pick a query token")
+    for clear in ("none", "escape"):
+        label = root.locator(".attnx-qbtn").nth(2)
+        label.click()
+        expect(title).to_contain_text(TOKENS[2], timeout=TIMEOUT)
+        if clear == "none":
+            root.get_by_label("Query token").select_option("-1")
+        else:
+            label.press("Escape")
+        expect(title).to_have_text(ask, timeout=TIMEOUT)
+        root.get_by_label("Head", exact=True).select_option("1")
+        expect(title).to_have_text(ask, timeout=TIMEOUT)
+        root.get_by_label("Head", exact=True).select_option("0")
+
+
+@pytest.mark.browser
 def test_a_tap_anywhere_on_a_row_label_picks_that_row(page):
     """The whole label cell is the row's button, not only its text: on a phone, whose map has
     rows 15 px tall, a tap beside a short label picked a neighbouring row."""
@@ -1169,8 +1192,11 @@ def test_causal_cells_read_as_masked_not_as_zero(page):
         r, g, b = tile.evaluate(
             f"c => Array.from(c.getContext('2d').getImageData({j}, {i}, 1, 1).data.slice(0, 3))")
         assert f"rgb({r}, {g}, {b})" == expected
-    root.get_by_label("Colours").select_option("head")  # the stretched scale skips the mask
-    top = float(np.rint(CAUSAL[0, 0].max().item() * 10_000) / 10_000)
+    # The stretched scale skips the mask, and the first row, whose one key has weight 1 in
+    # every head: with it, every causal head stretched to 1, the same as the fixed scale.
+    root.get_by_label("Colours").select_option("head")
+    top = float(np.rint(CAUSAL[0, 0, 1:].max().item() * 10_000) / 10_000)
+    assert top < 0.99
     expect(root.locator(".attnx-cbar-hi")).to_have_text(f"{top:.3g}", timeout=TIMEOUT)
     expect(cell(root, 0, 4)).to_have_css("background-color", grey, timeout=TIMEOUT)
     expect(root.locator(".attnx-legend")).to_contain_text("masked (key after the query)",

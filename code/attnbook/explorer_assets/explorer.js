@@ -56,10 +56,13 @@ function lutIndex(v, lo, hi) {
   if (t > 1) { t = 1; }
   return Math.floor(t * 255 + 0.5);
 }
+/* The stretched scale runs to the head's largest weight. In a causal map the first query
+   sees one key, so its weight is 1 in every head whatever the head does: that row is left
+   out, or every head would stretch to 1 and the option would change nothing. */
 function span(l, hd) {
   if (scaleSel.value !== "head") { return [VMIN, VMAX]; }
   var top = -Infinity;
-  for (var r = 0; r < L; r++) {
+  for (var r = CAUSAL && L > 1 ? 1 : 0; r < L; r++) {
     for (var c = 0; c < S; c++) { if (!masked(r, c)) { top = Math.max(top, value(l, hd, r, c)); } }
   }
   return top > VMIN ? [VMIN, top] : [VMIN, VMAX];
@@ -99,6 +102,7 @@ if (NH < 2) { find("attnx-ctl-head").hidden = true; }
 var grid = find("attnx-grid"), cells = [], qbtns = [], colheads = [];
 var ov = find("attnx-ov"), toggle = find("attnx-toggle"), tiles = [], canvases = [];
 var barsTitle = find("attnx-bars-title"), barsList = find("attnx-bars-list"), bars = [];
+var PICK = barsTitle.textContent;  /* what the bars say while no query is picked */
 var INSET = 28;  /* px of the panel's padding, left and right */
 /* Cells of at most 28 px that share at most 448 px, and on a narrow screen (a phone) the
    width beside the row labels, down to 9 px a cell; a wider map scrolls in its own box.
@@ -258,7 +262,7 @@ function drawBars() {
     qbtns[m].setAttribute("aria-pressed", m === r ? "true" : "false");
   }
   querySel.value = String(r);
-  if (r < 0) { barsList.hidden = true; return; }
+  if (r < 0) { barsTitle.textContent = PICK; barsList.hidden = true; return; }
   barsTitle.textContent = "Query \u201c" + QT[r] + "\u201d (row " + r + ") " +
     (st.view === "c" && C ? "takes its contributions from" : "attends to") + ", in " +
     D.layerNames[st.layer] + ", " + D.headNames[st.head] + ":";
