@@ -834,6 +834,38 @@ def test_a_tap_opens_a_small_figure_at_its_own_size(browser, site_url: str) -> N
         context.close()
 
 
+def test_a_tap_opens_any_figure_shown_under_its_size_over_the_page(browser,
+                                                                   site_url: str) -> None:
+    """On a phone, a figure shown at 60-98 % of its size (no note in its caption) opens at
+    its own size over the page too: its plain link had opened the bare picture, which a
+    phone fitted to its screen again, smaller than on the page (Fig. 9.5: 218 px, against
+    342 px in the column)."""
+    context = browser.new_context(viewport={"width": PHONE, "height": 844}, has_touch=True,
+                                  is_mobile=True)
+    try:
+        tab = context.new_page()
+        url = f"{site_url}/book/training-attention.html"
+        tab.goto(url, wait_until="load")
+        links = tab.locator("a.attnbook-figure-link")
+        shares = links.evaluate_all("""links => links.map(a => a.firstElementChild)
+            .map(img => img.getBoundingClientRect().width / img.naturalWidth)""")
+        middle = [k for k, share in enumerate(shares) if 0.6 <= share < 0.98]
+        assert middle, f"no figure shown at 60-98 % on a phone: {shares}"
+        link = links.nth(middle[0])
+        link.scroll_into_view_if_needed()
+        natural = link.locator("img").evaluate("img => img.naturalWidth")
+        link.tap()
+        view = tab.locator(".attnbook-full")
+        expect(view).to_be_visible(timeout=5000)
+        assert tab.url == url
+        shown = view.locator("img").evaluate("img => img.getBoundingClientRect().width")
+        assert abs(shown - natural) <= 1, (shown, natural)
+        tab.keyboard.press("Escape")
+        expect(view).to_have_count(0, timeout=5000)
+    finally:
+        context.close()
+
+
 #: Table cells that hold one number or a count ("58 of 72"), and on how many lines each is
 #: drawn.
 NUMBER_CELLS = r"""() => [...document.querySelectorAll("article table td")]

@@ -114,7 +114,7 @@
   // then about 5 px) says in its caption how small it is shown, and that a tap opens it at
   // full size (openFullSize, in a view over the page; the whole figure is also a link to
   // its picture, which is what a browser without this script opens).
-  var SHRUNK = 0.6;
+  var SHRUNK = 0.6, WHOLE = 0.98;
   function markShrunkFigures() {
     document.querySelectorAll(".bd-content a.attnbook-figure-link > img")
       .forEach(function (img) {
@@ -140,10 +140,10 @@
       });
   }
 
-  // A tap on a figure marked so opens it at its own size in a view over the page, which
-  // scrolls both ways (a picture opened alone, the link's own target, is fitted to a
-  // phone's screen again). Close or Escape returns to the figure. Figures shown larger
-  // keep the plain link.
+  // A tap on a figure shown under its own size opens it at that size in a view over the
+  // page, which scrolls both ways (a picture opened alone, the link's own target, is
+  // fitted to a phone's screen again: a figure shown at 70 % opened at 40 %). Close or
+  // Escape returns to the figure. A figure shown whole keeps the plain link.
   function openFullSize(link, img) {
     var view = document.createElement("div");
     view.className = "attnbook-full";
@@ -178,9 +178,10 @@
         if (!img.complete) { img.addEventListener("load", markShrunkFigures); }
         var link = img.parentNode;
         link.addEventListener("click", function (event) {
-          // The same test as markShrunkFigures', made as the reader taps.
+          // Any figure shown smaller than its own size (the caption's note is for the
+          // smallest, under SHRUNK), measured as the reader taps.
           if (!img.naturalWidth ||
-              img.getBoundingClientRect().width / img.naturalWidth >= SHRUNK) { return; }
+              img.getBoundingClientRect().width / img.naturalWidth >= WHOLE) { return; }
           event.preventDefault();
           openFullSize(link, img);
         });
