@@ -1209,6 +1209,145 @@ def test_rope_labels_stay_in_the_drawing_and_apart(page):
         f"{len(seen['overlapping'])} states, e.g. {seen['overlapping'][:5]}"
 
 
+#: The rotary drawing in each state: visit(state) after each pair i, each m and each n is
+#: set through the sliders, as a reader sets them; the number of states visited.
+ROPE_EACH_STATE = """const each = (r, visit) => {
+    const set = (cls, v) => {
+        const slider = r.querySelector('.' + cls);
+        slider.value = String(v);
+        slider.dispatchEvent(new Event('input'));
+    };
+    const last = Number(r.querySelector('.pg-m').max), pairs = Number(r.querySelector('.pg-i').max);
+    let states = 0;
+    for (let i = 0; i <= pairs; i++) {
+        set('pg-i', i);
+        for (let m = 0; m <= last; m++) for (let n = 0; n <= last; n++) {
+            set('pg-m', m);
+            set('pg-n', n);
+            states++;
+            visit([i, m, n]);
+        }
+    }
+    return states;
+};
+"""
+
+#: In every state, each line of the drawing (axes, orbits, arcs, shafts, arrowheads) that
+#: runs through the axes' caption, read off the screen: each line's outline sampled every
+#: half unit, its points taken to the screen with getScreenCTM, against the caption's box
+#: grown by half the line's stroke; and the caption's size and place on the screen.
+ROPE_CAPTION_CROSSINGS = "r => {" + ROPE_EACH_STATE + """
+    const svg = r.querySelector('.pg-svg'), caption = svg.querySelector('.pg-tick');
+    const lines = [...svg.querySelectorAll('line, polyline, polygon, circle, path')];
+    const crossed = {};
+    const states = each(r, state => {
+        const m = svg.getScreenCTM(), c = caption.getBoundingClientRect();
+        for (const line of lines) {
+            const w = parseFloat(getComputedStyle(line).strokeWidth || '0') / 2 * m.a;
+            const near = line.getBoundingClientRect();
+            if (near.right + w < c.left || c.right < near.left - w
+                    || near.bottom + w < c.top || c.bottom < near.top - w) continue;
+            const length = line.getTotalLength();
+            for (let s = 0; s <= length; s += 0.5) {
+                const p = line.getPointAtLength(s).matrixTransform(m);
+                if (c.left - w < p.x && p.x < c.right + w
+                        && c.top - w < p.y && p.y < c.bottom + w) {
+                    const name = line.getAttribute('class') || line.parentNode.getAttribute('class')
+                                 || line.tagName;
+                    (crossed[name] = crossed[name] || []).push(state);
+                    break;
+                }
+            }
+        }
+    });
+    const c = caption.getBoundingClientRect(), frame = svg.getBoundingClientRect();
+    return {states, crossed, text: caption.textContent,
+            size: parseFloat(getComputedStyle(caption).fontSize) * svg.getScreenCTM().a,
+            inside: frame.left <= c.left && c.right <= frame.right && frame.top <= c.top
+                    && c.bottom <= frame.bottom && c.right <= document.documentElement.clientWidth};
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_rope_caption_is_crossed_by_no_line(page, width):
+    """The caption "across: feature a, up: feature b" sits where no line of the drawing runs
+    through it, in every state, and is read at 10 px or more inside the drawing's frame, at
+    a desktop's width and on a phone (an audit saw the y axis through it in every state)."""
+    page.set_viewport_size({"width": width, "height": 900})
+    (root,) = show(page, rope_playground()._repr_html_())
+    seen = root.evaluate(ROPE_CAPTION_CROSSINGS)
+    assert seen["states"] == 4 * 21 * 21
+    assert seen["text"] == "across: feature 3, up: feature 7"  # the last pair swept
+    crossed = {name: f"{len(states)} states, e.g. {states[:3]}"
+               for name, states in seen["crossed"].items()}
+    assert crossed == {}, f"lines through the caption: {crossed}"
+    assert seen["size"] >= 10, f"the caption is {seen['size']:.1f} px"
+    assert seen["inside"], "the caption leaves the drawing's frame or the screen"
+
+
+#: In every state, each label ("q at m", "k at n") that lies on an arrow drawn after the
+#: turn (its shaft, with the shaft's stroke, or its head) or on an axis, read off the
+#: screen: the label's box grown by HALO units (the part of its white outline that reaches
+#: past its box), each shaft and each edge of each head sampled every half pixel.
+ROPE_LABELS_ON_LINES = "r => {" + ROPE_EACH_STATE + """
+    const HALO = 1;
+    const svg = r.querySelector('.pg-svg');
+    const labels = [...svg.querySelectorAll('.pg-lab')];
+    const names = ['q', 'k'], arrows = [...svg.querySelectorAll('.pg-vr')];
+    const axes = [...svg.querySelectorAll('line.pg-axis')];
+    const half = line => parseFloat(getComputedStyle(line).strokeWidth) / 2;
+    const ends = (line, m) => [1, 2].map(n => new DOMPoint(
+        +line.getAttribute('x' + n), +line.getAttribute('y' + n)).matrixTransform(m));
+    const corners = (polygon, m) => [...polygon.points].map(
+        p => new DOMPoint(p.x, p.y).matrixTransform(m));
+    const runs = (box, a, b, w) => {  // the segment a-b, w px either side of it, meets box
+        const steps = Math.max(1, Math.ceil(Math.hypot(b.x - a.x, b.y - a.y) / 0.5));
+        for (let s = 0; s <= steps; s++) {
+            const x = a.x + s / steps * (b.x - a.x), y = a.y + s / steps * (b.y - a.y);
+            if (box.left - w < x && x < box.right + w && box.top - w < y && y < box.bottom + w)
+                return true;
+        }
+        return false;
+    };
+    const clashes = [];
+    const states = each(r, state => {
+        const m = svg.getScreenCTM(), g = HALO * m.a;
+        for (const label of labels) {
+            const b = label.getBoundingClientRect();
+            const box = {left: b.left - g, right: b.right + g,
+                         top: b.top - g, bottom: b.bottom + g};
+            const on = [];
+            arrows.forEach((arrow, k) => {
+                const shaft = arrow.querySelector('line'), [a, e] = ends(shaft, m);
+                if (runs(box, a, e, half(shaft) * m.a)) on.push(names[k] + ' shaft');
+                const p = corners(arrow.querySelector('polygon'), m);
+                if (p.some((c, j) => runs(box, c, p[(j + 1) % p.length], 0)))
+                    on.push(names[k] + ' head');
+            });
+            axes.forEach((axis, k) => {
+                const [a, e] = ends(axis, m);
+                if (runs(box, a, e, half(axis) * m.a)) on.push(k ? 'y axis' : 'x axis');
+            });
+            if (on.length) clashes.push(`${JSON.stringify(state)} ${label.textContent}: ${on}`);
+        }
+    });
+    return {states, clashes};
+}"""
+
+
+@pytest.mark.browser
+def test_rope_labels_keep_off_the_arrows_and_the_axes(page):
+    """In every state (each pair i, each m, each n) neither label lies on an arrow, shaft
+    or head, nor on an axis. An audit saw "k at 1" hide the q arrowhead at i = 1, m = 12,
+    n = 1, and 18 more states like it."""
+    (root,) = show(page, rope_playground()._repr_html_())
+    seen = root.evaluate(ROPE_LABELS_ON_LINES)
+    assert seen["states"] == 4 * 21 * 21
+    clashes = seen["clashes"]
+    assert clashes == [], f"{len(clashes)} labels on a line, e.g. {clashes[:6]}"
+
+
 @pytest.mark.browser
 def test_rope_shift_both_keeps_the_score_and_turns_the_arrows(page):
     playground = rope_playground(position_q=16, position_k=13, pair=1)

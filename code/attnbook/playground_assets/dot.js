@@ -154,24 +154,6 @@ function boxAt(t, k) {
   return [b[0] + px(P[k][0]), b[1] + py(P[k][1]), b[2], b[3]];
 }
 function labelBox(k) { return boxAt(tips[k], k); }
-/* How long a stretch of the segment from (x1, y1) to (x2, y2) runs through box b, grown
-   by g on every side (the segment clipped to the box, as Liang and Barsky clip). */
-function crossing(b, g, x1, y1, x2, y2) {
-  var dx = x2 - x1, dy = y2 - y1, t0 = 0, t1 = 1, e;
-  var sides = [[-dx, x1 - b[0] + g], [dx, b[0] + b[2] + g - x1],
-               [-dy, y1 - b[1] + g], [dy, b[1] + b[3] + g - y1]];
-  for (e = 0; e < 4; e++) {
-    var p = sides[e][0], q = sides[e][1];
-    if (p === 0) {
-      if (q < 0) { return 0; }
-    } else if (p < 0) {
-      t0 = Math.max(t0, q / p);
-    } else {
-      t1 = Math.min(t1, q / p);
-    }
-  }
-  return t1 > t0 ? (t1 - t0) * Math.sqrt(dx * dx + dy * dy) : 0;
-}
 /* The labels, the query's first: each at its first spot clear of the labels placed before
    it, of the other points' dots, of every arrow (the output's included) and of the two axes
    (with the label's white halo), or, where the drawing crowds so that none is, at the spot

@@ -7,7 +7,9 @@
 var Q = D.q, K = D.k, TH = D.theta, P = D.pairs, H = TH.length, MAXP = D.maxPos;
 var TAU = 2 * Math.PI, DEG = 180 / Math.PI;
 var st = { m: D.m, n: D.n, i: D.i, prev: null };
-var svg = find("pg-svg"), VB = 300, C = VB / 2, RAD = C - 46;
+/* The drawing is a square of VB units around the origin C; the axes' caption sits in a
+   margin BM units tall below it, where no line of the drawing reaches. */
+var svg = find("pg-svg"), VB = 300, BM = 18, C = VB / 2, RAD = C - 46;
 var mIn = find("pg-m"), nIn = find("pg-n"), iIn = find("pg-i"), say = find("pg-say");
 var prevText = find("pg-prev"), shifts = root.querySelectorAll(".pg-shift");
 
@@ -34,11 +36,13 @@ function deg(t) { return fixed(t * DEG, 1) + "\u00b0"; }
 function turn(t) { return ((t % TAU) + TAU) % TAU; }
 function signed(v) { return (v < 0 ? "\u2212" : "+") + String(Math.abs(v)); }
 
-svg.setAttribute("viewBox", "0 0 " + VB + " " + VB);
+svg.setAttribute("viewBox", "0 0 " + VB + " " + (VB + BM));
 var pic = el("g", { "aria-hidden": "true" }, svg);
-el("line", { x1: 6, y1: C, x2: VB - 6, y2: C, "class": "pg-axis" }, pic);
-el("line", { x1: C, y1: 6, x2: C, y2: VB - 6, "class": "pg-axis" }, pic);
-var axes = el("text", { x: 8, y: VB - 8, "class": "pg-tick" }, pic);
+var AXES = [[6, C, VB - 6, C], [C, 6, C, VB - 6]];
+AXES.forEach(function (a) {
+  el("line", { x1: a[0], y1: a[1], x2: a[2], y2: a[3], "class": "pg-axis" }, pic);
+});
+var axes = el("text", { x: 8, y: VB + BM - 5, "class": "pg-tick" }, pic);
 function arrow(colour, cls) {
   var g = el("g", { "class": cls }, pic);
   return { line: el("line", { "class": "pg-shaft", stroke: colour, x1: C, y1: C }, g),
@@ -80,16 +84,15 @@ function drawPair(part, x0, x, a, b, angle, u, name) {
     "M" + (C + r * Math.cos(from)) + " " + (C - r * Math.sin(from)) + " A" + r + " " + r +
     " 0 " + (t > Math.PI ? 1 : 0) + " 0 " + (C + r * Math.cos(to)) + " " +
     (C - r * Math.sin(to)));
-  var len = u * r0, ux = len > 0 ? (tx - C) / len : 0.7, uy = len > 0 ? (ty - C) / len : -0.7;
+  var len = u * r0;
   part.label.textContent = name;
-  part.label.setAttribute("x", tx + 12 * ux);
-  part.label.setAttribute("y", ty + 12 * uy + 4);
-  part.label.setAttribute("text-anchor", ux < -0.3 ? "end" : (ux > 0.3 ? "start" : "middle"));
+  part.tip = [tx, ty];
+  part.dir = len > 0 ? [(tx - C) / len, (ty - C) / len] : [0.7, -0.7];
 }
 
-/* The two labels stay inside the drawing, above the axes' caption, and apart: a label that
-   would leave that space moves back in, and k's label, where it would cover q's, moves just
-   below or above it. */
+/* The labels stay inside the drawing, above the axes' caption: a label that would leave
+   that space moves back in. EDGE: the room kept at the drawing's sides; GAP: a label's
+   white outline, which hides what it lies on. */
 var EDGE = 3, GAP = 2;
 function shift(t, dx, dy) {
   t.setAttribute("x", Number(t.getAttribute("x")) + dx);
@@ -101,16 +104,60 @@ function keepInside(t) {
   shift(t, Math.max(0, EDGE - b[0]) - Math.max(0, b[0] + b[2] + EDGE - VB),
         Math.max(0, EDGE - b[1]) - Math.max(0, b[1] + b[3] - floor()));
 }
-function settleLabels() {
-  var q = parts[0].label, k = parts[1].label;
-  keepInside(q);
-  keepInside(k);
-  var a = bbox(q), b = bbox(k);
-  if (a[2] === 0 || overlap(a, b, GAP) === 0) { return; }
-  var below = a[1] + a[3] + GAP - b[1], above = a[1] - GAP - b[3] - b[1];
-  var first = b[1] + b[3] / 2 >= a[1] + a[3] / 2 ? below : above;
-  var fits = b[1] + first >= EDGE && b[1] + b[3] + first <= floor();
-  shift(k, 0, fits ? first : (first === below ? above : below));
+
+/* Where a label may go, best first, as [dx, dy, reach] from its arrow's tip, y down, with
+   (ux, uy) the arrow's direction: straight on past the tip, where it reads as the arrow's
+   name; that turned 45 degrees either way; beside the tip on either side; the eight
+   compass points; then all of these twice as far, for where the drawing is crowded. */
+function spots(ux, uy) {
+  var s = Math.SQRT1_2, near = [[ux, uy], [s * (ux - uy), s * (uy + ux)],
+    [s * (ux + uy), s * (uy - ux)], [-uy, ux], [uy, -ux], [1, 0], [-1, 0], [0, -1], [0, 1],
+    [s, -s], [-s, -s], [s, s], [-s, s]];
+  return near.map(function (d) { return [d[0], d[1], 12]; })
+    .concat(near.map(function (d) { return [d[0], d[1], 24]; }));
+}
+function put(part, d) {
+  var t = part.label;
+  t.setAttribute("x", part.tip[0] + d[2] * d[0]);
+  t.setAttribute("y", part.tip[1] + d[2] * d[1] + 4);
+  t.setAttribute("text-anchor", d[0] < -0.3 ? "end" : (d[0] > 0.3 ? "start" : "middle"));
+  keepInside(t);
+}
+/* How much of arrow a (as pointArrow drew it) lies under box b with its outline: the
+   shaft as a band SHAFT units either side of its line (half its stroke in rope.css), and
+   each edge of the head; a head is smaller than any label, so never inside one whole. */
+var SHAFT = 1.5, AXIS = 0.6;
+function underArrow(b, a) {
+  function at(name) { return Number(a.line.getAttribute(name)); }
+  var c = crossing(b, GAP + SHAFT, at("x1"), at("y1"), at("x2"), at("y2"));
+  var p = a.head.points, n = p.numberOfItems, j;
+  for (j = 0; j < n; j++) {
+    var e = p.getItem(j), f = p.getItem((j + 1) % n);
+    c += crossing(b, GAP, e.x, e.y, f.x, f.y);
+  }
+  return c;
+}
+/* The labels, q's first: each at its first spot clear of the label placed before it, of
+   both turned arrows (shafts and heads, its own too) and of the two axes, or, where none is
+   clear, at the spot that covers them least: the other label counts a hundred times what
+   a stretch of arrow does, an axis (drawn thinner and grey) half what an arrow does. */
+function placeLabels() {
+  var placed = [];
+  parts.forEach(function (part) {
+    var options = spots(part.dir[0], part.dir[1]), best = 0, least = Infinity, c;
+    for (c = 0; c < options.length && least > 0; c++) {
+      put(part, options[c]);
+      var box = bbox(part.label), cover = 0;
+      placed.forEach(function (o) { cover += 100 * overlap(box, o, GAP); });
+      parts.forEach(function (p) { cover += 6 * underArrow(box, p.after); });
+      AXES.forEach(function (a) {
+        cover += 3 * crossing(box, GAP + AXIS, a[0], a[1], a[2], a[3]);
+      });
+      if (cover < least) { least = cover; best = c; }
+    }
+    put(part, options[best]);
+    placed.push(bbox(part.label));
+  });
 }
 
 function render() {
@@ -122,7 +169,7 @@ function render() {
   drawPair(parts[0], Q, r.qr, a, b, aq, u, "q at " + m);
   drawPair(parts[1], K, r.kr, a, b, ak, u, "k at " + n);
   axes.textContent = "across: feature " + a + ", up: feature " + b;
-  settleLabels();
+  placeLabels();
   svg.setAttribute("aria-label", "Pair " + i + " (features " + a + " and " + b +
                    "): the query turned by " + deg(turn(aq)) + " at position " + m +
                    ", the key by " + deg(turn(ak)) + " at position " + n + ".");
