@@ -3,6 +3,7 @@ against the model's in every layer, the package's decoder and its cache (no netw
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -68,6 +69,16 @@ def test_the_model_is_what_the_book_says(smol):
     assert smol.is_causal and not load_model("minilm").is_causal
     config = load_decoder().config
     assert (config.d_head, config.rope_base, config.d_ff) == (64, 100000.0, 1536)
+    # The norm's epsilon as the model was written, 1e-5, not its float32 value read as a
+    # float64 (which the chapter had printed as 9.999999747378752e-06); the same float32.
+    folders = [entry.path for entry in os.scandir(pretrained.model_cache_dir())
+               if entry.name.startswith("smollm2-") and entry.is_dir()]
+    assert folders
+    for folder in folders:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as file:
+            written = json.load(file)["rms_norm_eps"]
+        assert config.eps == 1e-5 != written
+        assert torch.tensor(config.eps).float() == torch.tensor(written).float()
 
 
 def test_the_tokenizer_is_the_models(smol, reference):

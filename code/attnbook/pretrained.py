@@ -32,6 +32,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -304,6 +305,20 @@ def _exclusive(folder: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _float32_as_written(value: float) -> float:
+    """A float32 number of a model's file as the shortest decimal that rounds to it.
+
+    The file's 1e-5 reads as 9.999999747378752e-06 in float64, which printed as such; both
+    are the same float32, the precision in which the model adds it.
+    """
+    single = struct.pack("<f", value)
+    for digits in range(1, 10):  # 9 significant digits tell every float32 apart
+        shortest = float(f"{value:.{digits}g}")
+        if struct.pack("<f", shortest) == single:
+            return shortest
+    return value
+
+
 def _read_smollm2(folder: str) -> tuple[Decoder, _TokenizerFile]:
     """The package's :class:`~attnbook.decoder.Decoder` with the weights of ``folder``."""
     from safetensors.torch import load_file
@@ -318,7 +333,7 @@ def _read_smollm2(folder: str) -> tuple[Decoder, _TokenizerFile]:
         num_kv_heads=int(config["num_key_value_heads"]),
         d_ff=int(config["intermediate_size"]),
         rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
-        eps=float(config["rms_norm_eps"]))
+        eps=_float32_as_written(float(config["rms_norm_eps"])))
     theirs = load_file(os.path.join(folder, "model.safetensors"))
     # The output layer is the embedding table (tied); safetensors keeps one of the two.
     state = {"embed.weight": theirs.get("model.embed_tokens.weight", theirs.get("lm_head.weight")),
