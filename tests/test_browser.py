@@ -1002,6 +1002,26 @@ def test_no_reference_shows_latex_markup(views, name: str) -> None:
     assert not raw, f"{name}: references that show LaTeX markup: {raw[:4]}"
 
 
+#: Inline code of at most 24 characters, outside tables and headings, that the browser laid
+#: out over more than one line.
+SHORT_CODE_BROKEN = """() => [...document.querySelectorAll("article code.literal")]
+    .filter(code => code.textContent.length <= 24 && !code.closest("table, h1, h2, h3, h4"))
+    .filter(code => code.checkVisibility())
+    .filter(code => new Set([...code.getClientRects()].filter(b => b.width > 0)
+                            .map(b => Math.round(b.top))).size > 1)
+    .map(code => code.textContent)"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_short_inline_code_stays_on_one_line(views, name: str) -> None:
+    """Inline code of up to 24 characters is never broken over two lines, at 1280 px or on
+    a phone: "make" above "book", "LICENSE-" above "CONTENT" and "attention(x, x," above
+    "x)" had read as two things at full width."""
+    for width in (DESKTOP, PHONE):
+        broken = views(name, width).tab.evaluate(SHORT_CODE_BROKEN)
+        assert not broken, f"{name} at {width} px: short code broken over lines: {broken[:5]}"
+
+
 #: Inline code in a table that the browser laid out over more than one line.
 CODE_BROKEN_IN_TABLES = """() => [...document.querySelectorAll("article table code.literal")]
     .filter(code => code.checkVisibility() && code.getClientRects().length > 1)

@@ -296,6 +296,16 @@ def test_a_footnote_citation_stays_with_the_word_before_it() -> None:
     assert paragraph[1] is spaced and paragraph[3] is touching and paragraph[5] is broken
 
 
+def test_short_inline_code_is_marked_to_stay_whole() -> None:
+    short = nodes.literal("", "make book")
+    edge = nodes.literal("", "x" * attnbook_sphinx.SHORT_CODE)
+    long = nodes.literal("", "torch.nn.functional.scaled_dot_product_attention")
+    document = _page(short, nodes.Text(" and "), edge, nodes.Text(" then "), long)
+    attnbook_sphinx.KeepShortCodeWhole(document).run()
+    assert "attnbook-whole" in short["classes"] and "attnbook-whole" in edge["classes"]
+    assert "attnbook-whole" not in long["classes"]
+
+
 def test_a_figure_in_a_cell_output_links_to_its_picture(caplog) -> None:
     builder = types.SimpleNamespace(get_target_uri=lambda docname: f"{docname}.html")
     env = types.SimpleNamespace(

@@ -551,6 +551,28 @@ def _shorten(parent: nodes.Element, text: nodes.Text, rest: str) -> None:
         parent.insert(index, nodes.Text(rest))
 
 
+#: Inline code at most this long is kept on one line (about 200 px: a phone's column holds
+#: 42 such characters).
+SHORT_CODE = 24
+
+
+class KeepShortCodeWhole(SphinxPostTransform):
+    """Give the class ``attnbook-whole`` to inline code of at most ``SHORT_CODE`` characters.
+
+    The book's stylesheet lets inline code break anywhere, so that a long name never pushes
+    a phone's page sideways; short code then broke too, at full width ("make" above "book",
+    "LICENSE-" above "CONTENT"). Marked code goes to the next line whole instead.
+    """
+
+    formats = ("html",)  # the site and the student edition
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        for code in self.document.findall(nodes.literal):
+            if len(code.astext()) <= SHORT_CODE:
+                code["classes"].append("attnbook-whole")
+
+
 class KeepSpacesOutOfLinks(SphinxPostTransform):
     """Move the spaces that start or end a link's text out of the link.
 
@@ -725,6 +747,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_post_transform(KeepPunctuationWithMaths)
     app.add_post_transform(LinkFiguresToTheirFile)
     app.add_post_transform(KeepSpacesOutOfLinks)
+    app.add_post_transform(KeepShortCodeWhole)
     app.add_post_transform(KeepCitationsWithTheirWord)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
