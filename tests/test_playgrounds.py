@@ -752,7 +752,8 @@ def test_dot_pointer_drag_and_the_scale_slider(page):
     assert slider.get_attribute("aria-valuetext").startswith("c = 0.0102")
 
     # The buttons: 1 / sqrt(d_k) exactly, then 1, then Reset.
-    root.get_by_role("button", name="c = 1/√2").click()
+    # The button names d_k as the book writes it, not in TeX's underscore.
+    root.get_by_role("button", name="c = 1/√2 (1/√dₖ)", exact=True).click()
     expect(root).to_have_attribute("data-scale", "0.7071067811865475", timeout=TIMEOUT)
     root.get_by_role("button", name="c = 1", exact=True).click()
     expect(root).to_have_attribute("data-scale", "1", timeout=TIMEOUT)
@@ -854,6 +855,8 @@ def test_mask_cells_toggle_and_rows_renormalise(page):
     torch.testing.assert_close(weights[1:], masked_softmax(scores, page_mask(
         mask_state(root), 5))[1:], atol=TOL, rtol=0)  # rows with keys: no difference
     assert first.text_content() == "0.20"
+    expect(root.locator(".pg-say")).to_contain_text(
+        "1 row with no allowed key spreads its weight evenly over keys it was told to ignore")
     root.get_by_label("Fill forbidden scores with −1e9 instead").uncheck()
     check_mask(mask_state(root), scores)
 
@@ -949,6 +952,12 @@ def test_split_heads_follow_torch_as_h_and_l_change(page):
             tokens.fill(str(length))
             expect(root).to_have_attribute("data-l", str(length), timeout=TIMEOUT)
             check_split(split_state(root), length, 8, h)
+            state = split_state(root)
+            if h == 1 or length == 1:  # the reshape happens to read x in the right order
+                assert torch.equal(torch.tensor(state["buggy"]), torch.tensor(state["correct"]))
+                assert "splits agree" in state["what"] and state["cut"] == "", (h, length)
+            else:
+                assert "a piece of one token" in state["what"], (h, length)
     # h = 2 does not divide L = 3: a token is cut between two buggy heads.
     heads.select_option("2")
     tokens.fill("3")

@@ -384,7 +384,7 @@ class DotProductPlayground(_Playground):
 aria-describedby="{{uid}}-scale-out">
 <output class="pg-scale-out" id="{{uid}}-scale-out" for="{{uid}}-scale"></output></span>
 <span class="pg-group"><button type="button" class="pg-sqrt">c = 1/\u221a2 \
-(1/\u221ad_k)</button><button type="button" class="pg-one">c = 1</button>\
+(1/\u221ad\u2096)</button><button type="button" class="pg-one">c = 1</button>\
 <button type="button" class="pg-reset">Reset</button></span>
 </div>
 <div class="pg-main">

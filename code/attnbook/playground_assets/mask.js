@@ -144,8 +144,10 @@ function render() {
   if (!empty.length) {
     text = "Every row has at least one allowed key, and its weights sum to 1.";
   } else if (st.fill) {
-    text = "With a \u22121e9 fill, " + empty.length + (empty.length === 1 ? " row" : " rows") +
-      " with no allowed key spread their weight evenly over keys they were told to ignore.";
+    text = "With a \u22121e9 fill, " + (empty.length === 1
+      ? "1 row with no allowed key spreads its weight evenly over keys it was"
+      : empty.length + " rows with no allowed key spread their weight evenly over keys " +
+        "they were") + " told to ignore.";
   } else {
     text = empty.length + (empty.length === 1 ? " row has" : " rows have") +
       " no allowed key: zero weights (and a zero output), not NaN.";

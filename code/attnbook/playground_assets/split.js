@@ -112,13 +112,16 @@ function render() {
     for (hd = 0; hd < h; hd++) { if (owners[hd].indexOf(t) >= 0) { where.push(hd); } }
     if (where.length > 1) { cut.push("token " + t + " is cut between heads " + list(where)); }
   }
-  var what = find("pg-buggy .pg-what");
+  /* With one head, or one token, the reshape reads the features in the same order as the
+     correct split: there is no wrong split to describe. */
+  var what = find("pg-buggy .pg-what"), agree = h === 1 || L === 1;
   what.textContent = h === 1 ? "With one head the two splits agree." :
+    L === 1 ? "With one token the two splits agree: each head holds a slice of it." :
     parts.join("; ") + ". Each \u201cposition\u201d is a piece of one token, not one slice of " +
     "every token.";
   var cutText = find("pg-buggy .pg-cut");
-  cutText.textContent = cut.length ? cut.join("; ") + "." : "";
-  cutText.hidden = !cut.length;
+  cutText.textContent = cut.length && !agree ? cut.join("; ") + "." : "";
+  cutText.hidden = !cut.length || agree;
   root.setAttribute("data-l", String(L));
   root.setAttribute("data-h", String(h));
   var leg = find("pg-legend");
