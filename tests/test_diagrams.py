@@ -130,6 +130,8 @@ CASES = {
     "cross_attention": lambda: diagrams.cross_attention(),
     "rope_rotation": lambda: diagrams.rope_rotation(),
     "rope_rotation_far": lambda: diagrams.rope_rotation(4, 0, 4, 0.6),
+    "rope_rotation_query_unturned": lambda: diagrams.rope_rotation(0, 3, 4, 0.3),
+    "rope_rotation_small_angle": lambda: diagrams.rope_rotation(4, 4, 1, 0.05),
     "attention_data_flow": lambda: diagrams.attention_data_flow(),
     "attention_data_flow_large": lambda: diagrams.attention_data_flow(512, 512, 512, 512),
     "attention_data_flow_small": lambda: diagrams.attention_data_flow(1, 1, 1, 1),
@@ -452,6 +454,71 @@ def test_rope_rotation_bad_arguments():
         diagrams.rope_rotation(m=5)
     with pytest.raises(ValueError, match="theta must be between"):
         diagrams.rope_rotation(theta=1.0)
+
+
+ROPE_CASES = [name for name in CASES if name.startswith("rope_rotation")]
+
+
+def rope_panel_parts(ax, renderer: RendererAgg) -> tuple[list, list, list]:
+    """One rope_rotation panel's labels (texts), arrows (the annotations' arrow patches) and
+    angle arcs (its lines above zorder 0: the grey axis lines are drawn underneath)."""
+    labels = [t for t in ax.texts if t.get_text().strip()]
+    arrows = [t.arrow_patch for t in ax.texts if getattr(t, "arrow_patch", None)]
+    arcs = [line for line in ax.lines if line.get_zorder() > 0]
+    assert len(labels) == 4 and len(arrows) == 4 and len(arcs) == 2
+    return labels, arrows, arcs
+
+
+@pytest.mark.parametrize("name", ROPE_CASES)
+def test_rope_rotation_keeps_each_label_clear_of_the_arrows_arcs_and_other_labels(name):
+    """No label ("q", "k", "m theta", "n theta") comes within 2 pt of an arrow (its shaft or
+    head, faint or bold), of an arc or of another label or a title."""
+    from matplotlib.path import Path
+
+    fig, renderer = drawn(name)
+    margin = 2 * fig.dpi / 72  # 2 pt in pixels
+    titles = [(ax.title.get_text(), ax.title.get_window_extent(renderer)) for ax in fig.axes]
+    boxes = list(titles)
+    for ax in fig.axes:
+        labels, arrows, arcs = rope_panel_parts(ax, renderer)
+        for label in labels:
+            box = label.get_window_extent(renderer)
+            boxes.append((label.get_text(), box))
+            for shape, filled in [(a, True) for a in arrows] + [(a, False) for a in arcs]:
+                path = shape.get_transform().transform_path(shape.get_path())
+                pad = margin + shape.get_linewidth() * fig.dpi / 72 / 2
+                # Piece by piece (an arrow's shaft, then its head): a whole arrow's path
+                # ends in a CLOSEPOLY at (0, 0), which intersects_bbox takes for a point.
+                assert not any(Path(piece).intersects_bbox(box.padded(pad), filled=filled)
+                               for piece in path.to_polygons(closed_only=False)), (
+                    f"{label.get_text()!r} at {label.get_position()} touches "
+                    f"{'an arrow' if filled else 'an arc'} in {ax.get_title()!r}")
+    for (text_a, a), (text_b, b) in itertools.combinations(boxes, 2):
+        assert not a.padded(margin).overlaps(b), f"{text_a!r} touches {text_b!r}"
+
+
+@pytest.mark.parametrize("name", ROPE_CASES)
+def test_rope_rotation_drawing_fills_its_panels_and_the_panels_the_figure(name):
+    """Arrows, arcs and labels reach within 10 % of each panel's left and right edges, and
+    (the panels share their y limits, so the origins line up) of its top and bottom in one
+    panel or the other; the panels and their titles fill the figure, but for 10 %."""
+    from matplotlib.transforms import Bbox
+
+    fig, renderer = drawn(name)
+    spans = []
+    for ax in fig.axes:
+        labels, arrows, arcs = rope_panel_parts(ax, renderer)
+        panel = ax.get_window_extent(renderer)
+        ink = Bbox.union([part.get_window_extent(renderer) for part in labels + arrows + arcs])
+        left, right = (ink.x0 - panel.x0) / panel.width, (panel.x1 - ink.x1) / panel.width
+        assert max(left, right) <= 0.1, (
+            f"{ax.get_title()!r}: {left:.0%} empty on the left, {right:.0%} on the right")
+        spans.append(((ink.y0 - panel.y0) / panel.height, (panel.y1 - ink.y1) / panel.height))
+    bottom, top = min(s[0] for s in spans), min(s[1] for s in spans)
+    assert max(bottom, top) <= 0.1, f"{bottom:.0%} empty at the bottom, {top:.0%} at the top"
+    used = Bbox.union([ax.get_tightbbox(renderer) for ax in fig.axes])
+    assert used.width >= 0.9 * fig.bbox.width and used.height >= 0.9 * fig.bbox.height, (
+        f"the panels use {used.width:.0f} x {used.height:.0f} px of {fig.bbox.bounds}")
 
 
 @pytest.mark.parametrize(("L", "S", "block_size"), [(8, 10, 2), (16, 13, 3), (5, 7, 2),

@@ -1004,6 +1004,11 @@ def rope_rotation(m: int = 2, n: int = 1, shift: int = 2, theta: float = 0.5) ->
     stays, and so does their dot product. The rotated vectors and the printed scores come
     from :func:`attnbook.positions.rope`.
 
+    The panels share one scale and their y limits (the origins line up), and are cropped to
+    what they draw. Each label takes the first of a few places by its arrow tip or its arc
+    that keeps clear of every arrow, arc and label already placed (and, if one can, of the
+    grey axes).
+
     Args:
         m, n: the positions of the query and the key, from 0 to 4.
         shift: how far both move in the right panel, from 0 to 4.
@@ -1039,12 +1044,40 @@ def rope_rotation(m: int = 2, n: int = 1, shift: int = 2, theta: float = 0.5) ->
     if abs(panels[0][-1] - panels[1][-1]) > 1e-12:  # pragma: no cover - rope guarantees it
         raise AssertionError("rotating both vectors changed their dot product")
     shown_score = panels[0][-1]
+    q_angle0 = math.atan2(float(q[0, 1]), float(q[0, 0]))
+    k_angle0 = math.atan2(float(k[0, 1]), float(k[0, 0]))
+    radii = {"q": 0.42, "k": 0.28}  # of the arcs
+    width = 8.4  # inches; the height follows from the limits
+
+    def arc_points(start: float, end: float, radius: float) -> np.ndarray:
+        angles = np.linspace(start, end, 40)
+        return radius * np.stack([np.cos(angles), np.sin(angles)], 1)  # (40, 2)
+
+    def segment(tip: np.ndarray) -> np.ndarray:
+        return np.linspace(0.0, 1.0, 60)[:, None] * tip  # (60, 2): origin to tip
+
+    def gap(centre: np.ndarray, half: np.ndarray, points: np.ndarray) -> float:
+        """The distance from the box ``centre +- half`` to the nearest of ``points``."""
+        outside = np.maximum(np.abs(points - centre) - half, 0.0)
+        return float(np.hypot(outside[:, 0], outside[:, 1]).min(initial=np.inf))
+
+    def away(origin: np.ndarray, direction: np.ndarray, half: np.ndarray,
+             distance: float) -> np.ndarray:
+        """The centre, along the unit ``direction`` from ``origin``, of the nearest box of
+        half-sizes ``half`` whose every point is ``distance`` or more from ``origin``."""
+        low, high = 0.0, 4.0
+        for _ in range(40):  # the box's distance from the origin grows with the step
+            step = (low + high) / 2
+            if gap(step * direction, half, np.zeros((1, 2))) < distance:
+                low = step
+            else:
+                high = step
+        return origin + high * direction
+
     with mpl.rc_context(book_style()):
-        fig, axes = plt.subplots(1, 2, figsize=(8.4, 4.2))
+        fig, axes = plt.subplots(1, 2, figsize=(width, 4.2))
         for ax, (label, mq, nk, q_rot, k_rot, _) in zip(axes, panels, strict=True):
             ax.set_aspect("equal")
-            ax.set_xlim(-1.25, 1.25)
-            ax.set_ylim(-1.25, 1.3)
             ax.set_axis_off()
             ax.axhline(0, color="#BBBBBB", linewidth=0.8, zorder=0)
             ax.axvline(0, color="#BBBBBB", linewidth=0.8, zorder=0)
@@ -1056,24 +1089,106 @@ def rope_rotation(m: int = 2, n: int = 1, shift: int = 2, theta: float = 0.5) ->
                 ax.annotate("", xy=tuple(vec.tolist()), xytext=(0, 0),
                             arrowprops={"arrowstyle": "-|>", "color": colour,
                                         "linewidth": 2.2})
-                tip = vec / vec.norm() * (vec.norm() + 0.13)
-                ax.text(float(tip[0]), float(tip[1]), name, color=colour, fontsize=13,
-                        weight="bold", ha="center", va="center")
-            q_angle0 = math.atan2(float(q[0, 1]), float(q[0, 0]))
-            k_angle0 = math.atan2(float(k[0, 1]), float(k[0, 0]))
-            _arc(ax, q_angle0, q_angle0 + mq * theta, 0.42, OKABE_ITO[1])
-            _arc(ax, k_angle0, k_angle0 + nk * theta, 0.28, OKABE_ITO[2])
-            mid_q = q_angle0 + 0.7 * mq * theta  # clear of the key, which turns less
-            ax.text(0.62 * math.cos(mid_q), 0.62 * math.sin(mid_q), "m$\\theta$",
-                    color=OKABE_ITO[1], fontsize=11, ha="center", va="center")
-            mid_k = k_angle0 + nk * theta / 2
-            ax.text(0.2 * math.cos(mid_k) + 0.5, 0.2 * math.sin(mid_k) - 0.18, "n$\\theta$",
-                    color=OKABE_ITO[2], fontsize=11, ha="center", va="center")
+                ax.text(0, 0, name, color=colour, fontsize=13, weight="bold", ha="center",
+                        va="center", gid=f"rope-label-{name}")
+            _arc(ax, q_angle0, q_angle0 + mq * theta, radii["q"], OKABE_ITO[1])
+            _arc(ax, k_angle0, k_angle0 + nk * theta, radii["k"], OKABE_ITO[2])
+            for name, colour in (("m", OKABE_ITO[1]), ("n", OKABE_ITO[2])):
+                ax.text(0, 0, f"{name}$\\theta$", color=colour, fontsize=11, ha="center",
+                        va="center", gid=f"rope-label-{name}")
             title = ax.set_title(f"{label}: m = {mq}, n = {nk}\n"
                                  f"m $-$ n = {mq - nk},  q$\\cdot$k = {shown_score:.3f}",
                                  fontsize=11)
             title.set_gid(f"rope-score-{mq}-{nk}")
-        fig.tight_layout()
+        renderer = fig.canvas.get_renderer()
+        sizes = {t.get_gid(): np.array(t.get_window_extent(renderer).size) / fig.dpi
+                 for t in axes[0].texts if t.get_gid()}  # inches, the same in both panels
+        title_width = max(ax.title.get_window_extent(renderer).width for ax in axes) / fig.dpi
+
+        def place(mq: int, nk: int, q_rot: torch.Tensor, k_rot: torch.Tensor, scale: float
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+            """One panel's label centres, and the corners of the box around what it draws,
+            with ``scale`` inches to a unit."""
+            point = 1 / 72 / scale  # one point in data units
+            tips = {"q": q_rot.numpy(), "k": k_rot.numpy()}
+            arcs = {"m": (q_angle0, q_angle0 + mq * theta, radii["q"]),
+                    "n": (k_angle0, k_angle0 + nk * theta, radii["k"])}
+            drawn_ink = np.concatenate(
+                [segment(tip) for tip in (*tips.values(), q[0].numpy(), k[0].numpy())]
+                + [arc_points(*arc) for arc in arcs.values()])  # (N, 2)
+            along_axis = np.linspace(-2, 2, 400)
+            axis_lines = np.concatenate([np.stack([along_axis, 0 * along_axis], 1),
+                                         np.stack([0 * along_axis, along_axis], 1)])
+            centres: dict[str, np.ndarray] = {}
+            boxes: list[tuple[np.ndarray, np.ndarray]] = []
+
+            def clearance(centre: np.ndarray, half: np.ndarray) -> float:
+                around = [np.maximum(np.abs(centre - c) - half - h, 0.0) for c, h in boxes]
+                return min([gap(centre, half, drawn_ink)]
+                           + [float(np.hypot(*d)) for d in around])
+
+            def candidates(name: str, half: np.ndarray) -> list[np.ndarray]:
+                if name in tips:  # beyond the tip, then turning to either side of it
+                    tip = tips[name]
+                    along = tip / np.linalg.norm(tip)
+                    out = []
+                    for turn_by in (0.0, 0.6, -0.6, 1.2, -1.2, 1.8, -1.8, 2.4, -2.4):
+                        c, s = math.cos(turn_by), math.sin(turn_by)
+                        d = np.array([c * along[0] - s * along[1],
+                                      s * along[0] + c * along[1]])
+                        out += [away(tip, d, half, step * point) for step in (4, 9)]
+                    return out
+                start, end, radius = arcs[name]
+                # Outside the arc, by its middle, then nearer its ends, then beyond them (a
+                # short arc leaves no room between its arrows).
+                sign = 1.0 if end >= start else -1.0
+                angles = [start + f * (end - start) for f in (0.5, 0.65, 0.35, 0.8, 0.2)]
+                angles += [a for turn_by in (0.3, 0.5, 0.75)
+                           for a in (end + sign * turn_by, start - sign * turn_by)]
+                return [away(np.zeros(2), np.array([math.cos(a), math.sin(a)]), half,
+                             radius + step * point)
+                        for step in (5, 12, 20) for a in angles]
+
+            for name in ("q", "k", "m", "n"):
+                half = sizes[f"rope-label-{name}"] / scale / 2
+                options = candidates(name, half)
+                clear = [c for c in options if clearance(c, half) >= 4 * point]
+                # Of the first three places clear of the drawing, one off the grey axes.
+                off_axes = [c for c in clear[:3] if gap(c, half, axis_lines) >= 2 * point]
+                best = (off_axes or clear
+                        or [max(options, key=lambda c, half=half: clearance(c, half))])[0]
+                centres[name] = best
+                boxes.append((best, half))
+            corners = np.concatenate([drawn_ink] + [np.stack([c - h, c + h])
+                                                    for c, h in boxes])
+            return centres, corners.min(0) - 4 * point, corners.max(0) + 4 * point
+
+        # The layout, in inches: 0.1 around the figure, 0.3 between the panels, the titles
+        # above them; the panels' widths share what is left, so one unit of the drawing is
+        # ``scale`` inches, which sets the size of each label in units, so the limits.
+        title_height = max(ax.title.get_window_extent(renderer).height for ax in axes)
+        edge, between, above = 0.1, 0.3, title_height / fig.dpi + 6 / 72 + 0.1
+        scale = 1.6  # a first guess
+        for _ in range(4):
+            placed = [place(mq, nk, q_rot, k_rot, scale)
+                      for _, mq, nk, q_rot, k_rot, _ in panels]
+            spans = [max(hi[0] - lo[0], (title_width + 0.1) / scale) for _, lo, hi in placed]
+            scale = (width - 2 * edge - between) / sum(spans)
+        low = np.minimum(placed[0][1], placed[1][1])
+        high = np.maximum(placed[0][2], placed[1][2])
+        height = scale * (high[1] - low[1]) + edge + above
+        fig.set_size_inches(width, height)
+        axes[0].get_gridspec().set_width_ratios(spans)
+        fig.subplots_adjust(left=edge / width, right=1 - edge / width, bottom=edge / height,
+                            top=1 - above / height, wspace=between / (scale * sum(spans) / 2))
+        for ax, (_, lo, hi), span in zip(axes, placed, spans, strict=True):
+            middle = (lo[0] + hi[0]) / 2
+            ax.set_xlim(middle - span / 2, middle + span / 2)
+            ax.set_ylim(low[1], high[1])
+        for ax, (centres, _, _) in zip(axes, placed, strict=True):
+            for text in ax.texts:
+                if text.get_gid():
+                    text.set_position(tuple(centres[text.get_gid().rsplit("-", 1)[1]]))
     return _check_width(fig)
 
 
