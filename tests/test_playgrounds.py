@@ -1168,56 +1168,6 @@ def test_rope_readouts_keep_each_value_with_its_name_on_a_phone(page):
         assert parted == [], f"m = {m}: a value starts a line after its '=': {parted}"
 
 
-#: Every state of the rotary drawing (each pair i, each m and n): where a label's box leaves
-#: the drawing (2 units kept for its white outline) or meets the axes' caption at the
-#: bottom, and where the two labels' boxes meet.
-ROPE_LABEL_SWEEP = """r => {
-    const size = r.querySelector('.pg-svg').viewBox.baseVal.width;
-    const caption = r.querySelector('.pg-svg .pg-tick').getBBox();
-    const labels = [...r.querySelectorAll('.pg-svg .pg-lab')];
-    const box = t => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
-    const set = (cls, v) => {
-        const slider = r.querySelector('.' + cls);
-        slider.value = String(v);
-        slider.dispatchEvent(new Event('input'));
-    };
-    const last = Number(r.querySelector('.pg-m').max), pairs = Number(r.querySelector('.pg-i').max);
-    const outside = [], overlapping = [];
-    const check = state => {
-        const [a, b] = labels.map(box);
-        for (const [x0, y0, x1, y1] of [a, b])
-            if (x0 < 2 || y0 < 2 || x1 > size - 2 || y1 > caption.y) outside.push(state);
-        if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]) overlapping.push(state);
-    };
-    check("opening");  // drawn once before any slider moves
-    let states = 0;
-    for (let i = 0; i <= pairs; i++) {
-        set('pg-i', i);
-        for (let m = 0; m <= last; m++) for (let n = 0; n <= last; n++) {
-            set('pg-m', m);
-            set('pg-n', n);
-            states++;
-            check([i, m, n]);
-        }
-    }
-    return {labels: labels.length, width: Math.min(...labels.map(t => t.getBBox().width)),
-            states, outside, overlapping};
-}"""
-
-
-@pytest.mark.browser
-def test_rope_labels_stay_in_the_drawing_and_apart(page):
-    """"q at m" and "k at n" stay inside the drawing, off its caption and off each other in
-    every state: each pair, each m and each n."""
-    (root,) = show(page, rope_playground()._repr_html_())
-    seen = root.evaluate(ROPE_LABEL_SWEEP)
-    assert seen["labels"] == 2 and seen["width"] > 20  # both drawn, with their text
-    assert seen["states"] == 4 * 21 * 21
-    assert seen["outside"] == [], f"{len(seen['outside'])} states, e.g. {seen['outside'][:5]}"
-    assert seen["overlapping"] == [], \
-        f"{len(seen['overlapping'])} states, e.g. {seen['overlapping'][:5]}"
-
-
 #: The rotary drawing in each state: visit(state) after each pair i, each m and each n is
 #: set through the sliders, as a reader sets them; the number of states visited.
 ROPE_EACH_STATE = """const each = (r, visit) => {
@@ -1240,6 +1190,41 @@ ROPE_EACH_STATE = """const each = (r, visit) => {
     return states;
 };
 """
+
+#: Every state of the rotary drawing (each pair i, each m and n): where a label's box leaves
+#: the drawing (2 units kept for its white outline) or meets the axes' caption at the
+#: bottom, and where the two labels' boxes meet.
+ROPE_LABEL_SWEEP = "r => {" + ROPE_EACH_STATE + """
+    const size = r.querySelector('.pg-svg').viewBox.baseVal.width;
+    const caption = r.querySelector('.pg-svg .pg-tick').getBBox();
+    const labels = [...r.querySelectorAll('.pg-svg .pg-lab')];
+    const box = t => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+    const outside = [], overlapping = [];
+    const check = state => {
+        const [a, b] = labels.map(box);
+        for (const [x0, y0, x1, y1] of [a, b])
+            if (x0 < 2 || y0 < 2 || x1 > size - 2 || y1 > caption.y) outside.push(state);
+        if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]) overlapping.push(state);
+    };
+    check("opening");  // drawn once before any slider moves
+    const states = each(r, check);
+    return {labels: labels.length, width: Math.min(...labels.map(t => t.getBBox().width)),
+            states, outside, overlapping};
+}"""
+
+
+@pytest.mark.browser
+def test_rope_labels_stay_in_the_drawing_and_apart(page):
+    """"q at m" and "k at n" stay inside the drawing, off its caption and off each other in
+    every state: each pair, each m and each n."""
+    (root,) = show(page, rope_playground()._repr_html_())
+    seen = root.evaluate(ROPE_LABEL_SWEEP)
+    assert seen["labels"] == 2 and seen["width"] > 20  # both drawn, with their text
+    assert seen["states"] == 4 * 21 * 21
+    assert seen["outside"] == [], f"{len(seen['outside'])} states, e.g. {seen['outside'][:5]}"
+    assert seen["overlapping"] == [], \
+        f"{len(seen['overlapping'])} states, e.g. {seen['overlapping'][:5]}"
+
 
 #: In every state, each line of the drawing (axes, orbits, arcs, shafts, arrowheads) that
 #: runs through the axes' caption, read off the screen: each line's outline sampled every
