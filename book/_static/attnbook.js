@@ -199,6 +199,26 @@
     }).observe(drawer, { attributes: true, attributeFilter: ["open"] });
   }
 
+  // The theme scrolls the sidebar to the current chapter, wherever that leaves the list's
+  // lines: often one of them half under the pinned search row ("by step" alone, the rest
+  // of "5. Attention in PyTorch, step by step" hidden). Once it has, the list moves down to
+  // show that entry whole.
+  function showSidebarEntryWhole() {
+    var sidebar = document.querySelector("div.bd-sidebar");
+    var field = sidebar && sidebar.querySelector(".search-button-field");
+    var row = field && field.closest(".sidebar-primary-item");
+    if (!row || sidebar.scrollTop <= 0) { return; }
+    var edge = row.getBoundingClientRect().bottom, cut = null;
+    sidebar.querySelectorAll("nav.bd-docs-nav a, nav.bd-docs-nav p.caption")
+      .forEach(function (entry) {
+        var box = entry.getBoundingClientRect();
+        if (!cut && box.height > 0 && box.top < edge - 1 && box.bottom > edge + 1) {
+          cut = box;
+        }
+      });
+    if (cut) { sidebar.scrollTop -= Math.ceil(edge - cut.top); }
+  }
+
   // A table cell that holds one number, or a count "58 of 72", keeps it on one line:
   // "7.18e-01" broke after its "e-" in a phone's narrow column, and the table scrolls
   // sideways anyway.
@@ -214,6 +234,9 @@
     addCues();
     watchFigures();
     showCurrentChapterInDrawer();
+    window.addEventListener("load", function () {
+      requestAnimationFrame(showSidebarEntryWhole);
+    });
   }
 
   if (document.readyState === "loading") {
