@@ -530,6 +530,24 @@ def test_every_arxiv_reference_links_to_its_abstract(built_book: Path, page: str
     assert not twice, f"{page}: references that name their arXiv number twice: {twice[:4]}"
 
 
+#: A number, an ordinary space and a unit: a line may end between them.
+NUMBER_SPACE_UNIT = re.compile(r"\d (?:ms|s|%|KB|MB|GB|KiB|MiB|GiB|px|min|µs|ns)(?!\w)")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_number_keeps_its_unit_on_its_line(built_book: Path, page: str) -> None:
+    """"20 ms", "60 %", "about 2 GB": the space between a number and its unit does not
+    break, so no line starts with a unit (three pages had "20" at a line's end and "ms" on
+    the next). Code and maths are left as they are."""
+    article = soup(page).select_one("main article")
+    loose = [text[max(0, match.start() - 15):match.end()]
+             for text in article.find_all(string=True)
+             if not text.find_parent(["code", "pre", "script", "style"])
+             and not text.find_parent(class_="math")
+             for match in NUMBER_SPACE_UNIT.finditer(text)]
+    assert not loose, f"{page}: a unit may start a line in {len(loose)} places: {loose[:4]}"
+
+
 #: What TeX looks like in plain text: a subscript, a command, a dollar, a superscript.
 TEX_IN_TEXT = re.compile(r"[A-Za-z]_[A-Za-z0-9{]|\\[a-zA-Z]+|\$|\^")
 

@@ -306,6 +306,19 @@ def test_short_inline_code_is_marked_to_stay_whole() -> None:
     assert "attnbook-whole" not in long["classes"]
 
 
+def test_a_number_and_its_unit_are_joined_by_a_no_break_space() -> None:
+    """"20 ms", "60 %", "2 GB" are joined; "3 sizes", "5 minutes" and code are not; a glued
+    number (an element) followed by " ms" is joined too."""
+    glued = nodes.inline("", "", nodes.Text("20"))
+    code = nodes.literal("", "sleep 2 s")
+    document = _page(nodes.Text("every 20 ms, 60 % or 2 GB; 3 sizes, 5 minutes "), code,
+                     nodes.Text(" and "), glued, nodes.Text(" ms apart"))
+    attnbook_sphinx.KeepNumbersWithTheirUnits(document).run()
+    nbsp = "\u00a0"
+    assert document[0].astext() == (f"every 20{nbsp}ms, 60{nbsp}% or 2{nbsp}GB; 3 sizes, "
+                                    f"5 minutes sleep 2 s and 20{nbsp}ms apart")
+
+
 def test_a_figure_in_a_cell_output_links_to_its_picture(caplog) -> None:
     builder = types.SimpleNamespace(get_target_uri=lambda docname: f"{docname}.html")
     env = types.SimpleNamespace(

@@ -32,7 +32,10 @@ post-transforms of the web pages
     :class:`MarkStartersTodo`: a checker's "To do" on an untouched starter is framed as a
     task, not as an error. :class:`KeepPunctuationWithMaths`: the comma or full stop after
     an inline formula never starts a line alone. :class:`LinkFiguresToTheirFile`: a figure
-    is a link to its picture, which a phone reader opens full size.
+    is a link to its picture, which a phone reader opens full size. Line breaks that split
+    what reads as one thing: :class:`KeepShortCodeWhole` (short inline code),
+    :class:`KeepCitationsWithTheirWord` ("[2]"), :class:`KeepNumbersWithTheirUnits`
+    ("20 ms"); and :class:`KeepSpacesOutOfLinks` (a link's underline starts at its word).
 
 the builder ``student`` (:class:`StudentEditionBuilder`, ``make student``)
     The student edition: the site without the worked solutions, in ``_build/student``. It
@@ -71,6 +74,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -573,6 +577,43 @@ class KeepShortCodeWhole(SphinxPostTransform):
                 code["classes"].append("attnbook-whole")
 
 
+#: A unit after a number's space: the space becomes a no-break space.
+UNIT = r"(?:ms|s|%|KB|MB|GB|KiB|MiB|GiB|px|min|µs|ns)(?!\w)"
+_NUMBER_SPACE_UNIT = re.compile(r"(?<=\d) (?=" + UNIT + ")")
+_SPACE_UNIT = re.compile(r"^ (?=" + UNIT + ")")
+
+
+class KeepNumbersWithTheirUnits(SphinxPostTransform):
+    """Join a number and its unit ("20 ms", "60 %", "about 2 GB") with a no-break space, so
+    that a line never ends at the number and starts the next with the unit. A glued number
+    (an element of its own) followed by " ms" is joined the same way."""
+
+    formats = ("html",)  # the site and the student edition
+    default_priority = 200
+
+    def run(self, **kwargs: object) -> None:
+        skip = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw)
+        # Element by element, each Text child by its index: a Text node's own parent link
+        # is not always its place in the tree.
+        for element in list(self.document.findall(nodes.Element)):
+            if any(isinstance(node, skip) for node in _self_and_ancestors(element)):
+                continue
+            for index, child in enumerate(element.children):
+                if not isinstance(child, nodes.Text):
+                    continue
+                new = _NUMBER_SPACE_UNIT.sub("\u00a0", child.astext())
+                if index > 0 and element[index - 1].astext()[-1:].isdigit():
+                    new = _SPACE_UNIT.sub("\u00a0", new)
+                if new != child.astext():
+                    element[index] = nodes.Text(new)
+
+
+def _self_and_ancestors(node: nodes.Node) -> Iterator[nodes.Node]:
+    while node is not None:
+        yield node
+        node = node.parent
+
+
 class KeepSpacesOutOfLinks(SphinxPostTransform):
     """Move the spaces that start or end a link's text out of the link.
 
@@ -748,6 +789,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.add_post_transform(LinkFiguresToTheirFile)
     app.add_post_transform(KeepSpacesOutOfLinks)
     app.add_post_transform(KeepShortCodeWhole)
+    app.add_post_transform(KeepNumbersWithTheirUnits)
     app.add_post_transform(KeepCitationsWithTheirWord)
     warnings = WarningCounter(app)
     std_logging.getLogger(logging.NAMESPACE).addHandler(warnings)
