@@ -846,10 +846,10 @@ def test_a_tap_opens_a_figure_shown_under_its_size_at_that_size(browser, site_ur
         context.close()
 
 
-#: Table cells that hold one number or a count ("58 of 72"), and on how many lines each is
-#: drawn.
+#: Table cells that hold one number, a count ("58 of 72") or a range ("2.69 to 2.74"), and
+#: on how many lines each is drawn.
 NUMBER_CELLS = r"""() => [...document.querySelectorAll("article table td")]
-    .filter(td => /^\s*[-+−]?[\d.,]+(e[-+−]?\d+)?\s*%?(\s+of\s+[\d.,]+)?\s*$/i
+    .filter(td => /^\s*[-+−]?[\d.,]+(e[-+−]?\d+)?\s*%?(\s+(of|to)\s+[\d.,]+)?\s*$/i
         .test(td.textContent))
     .filter(td => td.checkVisibility())
     .map(td => {

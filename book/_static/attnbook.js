@@ -219,10 +219,10 @@
     if (cut) { sidebar.scrollTop -= Math.ceil(edge - cut.top); }
   }
 
-  // A table cell that holds one number, or a count "58 of 72", keeps it on one line:
-  // "7.18e-01" broke after its "e-" in a phone's narrow column, and the table scrolls
-  // sideways anyway.
-  var NUMBER = /^\s*[-+\u2212]?[\d.,]+(e[-+\u2212]?\d+)?\s*%?(\s+of\s+[\d.,]+)?\s*$/i;
+  // A table cell that holds one number, a count "58 of 72" or a range "2.69 to 2.74",
+  // keeps it on one line: "7.18e-01" broke after its "e-" in a phone's narrow column, and
+  // the table scrolls sideways anyway.
+  var NUMBER = /^\s*[-+\u2212]?[\d.,]+(e[-+\u2212]?\d+)?\s*%?(\s+(of|to)\s+[\d.,]+)?\s*$/i;
   function keepNumbersWhole() {
     document.querySelectorAll(".bd-content table td").forEach(function (cell) {
       if (NUMBER.test(cell.textContent)) { cell.classList.add("attnbook-number"); }
