@@ -1008,8 +1008,8 @@ def test_split_headings_fit_and_read_as_english_at_every_width(page):
     tokens.fill("3")
     expect(root).to_have_attribute("data-l", "3", timeout=TIMEOUT)
     assert root.locator(".pg-correct .pg-what").text_content() == (
-        "Every head holds all 3 tokens, 4 features of each: head 0 features 0\u20133, "
-        "head 1 features 4\u20137.")
+        "Every head holds all 3 tokens, 4 features of each: head 0 features 0\u2013\u20603, "
+        "head 1 features 4\u2013\u20607.")  # a word joiner after each dash: no break there
 
 
 @pytest.mark.browser

@@ -217,6 +217,9 @@ def test_mask_panels_draws_one_panel_per_matrix_with_a_legend_of_what_it_shows()
     bad = axes[2].images[0].get_cmap().get_bad()
     assert mpl.colors.same_color(bad, NAN_GREY)
     assert len(fig.axes) == 4  # three panels and one colour bar
+    # The NaN cells are labelled as the legend and the text write it, not "nan".
+    cells = [text.get_text() for text in axes[2].texts]
+    assert cells.count("NaN") == 3 and "nan" not in cells
 
 
 def test_mask_panels_with_labels_per_panel_keeps_every_panels_ticks():

@@ -332,7 +332,9 @@ def draw_heatmap(
             for j in range(n_cols):
                 # Dark text on the bright end of viridis, light text on the dark end.
                 light_cell = norm(matrix[i, j]) > 0.6
-                ax.text(j, i, format(matrix[i, j], fmt), ha="center", va="center",
+                # NaN as the text and the legend write it, not Python's "nan".
+                text = "NaN" if np.isnan(matrix[i, j]) else format(matrix[i, j], fmt)
+                ax.text(j, i, text, ha="center", va="center",
                         fontsize=8, color="black" if light_cell else "white")
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label)
@@ -592,7 +594,7 @@ def mask_panels(
     """Annotated attention heatmaps side by side, with masked cells hatched.
 
     Each panel is drawn by :func:`attention_heatmap` and shaded by :func:`shade_masked`.
-    NaN weights are drawn dark grey and labelled ``nan``. The legend under the panels names
+    NaN weights are drawn dark grey and labelled ``NaN``. The legend under the panels names
     only what the figure shows: masked cells of weight exactly 0, masked cells that still
     hold some weight, and NaN.
 

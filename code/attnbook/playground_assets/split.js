@@ -95,8 +95,11 @@ function render() {
   drawInput(L, h, dh);
   drawSplit("pg-correct", correctAt, L, h, dh);
   var owners = drawSplit("pg-buggy", buggyAt, L, h, dh);
-  function features(hd) {  /* "feature 3" or "features 4\u20137" */
-    return dh === 1 ? "feature " + hd : "features " + hd * dh + "\u2013" + (hd * dh + dh - 1);
+  /* "feature 3" or "features 4\u20137", the range held together by a word joiner (a
+     phone's line had broken after its dash). */
+  function features(hd) {
+    return dh === 1 ? "feature " + hd
+      : "features " + hd * dh + "\u2013\u2060" + (hd * dh + dh - 1);
   }
   find("pg-correct .pg-what").textContent = "Every head holds " +
     (L === 1 ? "the one token" : "all " + L + " tokens") + ", " + dh +
