@@ -671,6 +671,48 @@ def test_dot_labels_keep_off_the_dots_and_the_arrows(page):
         assert root.evaluate(LABEL_CLASHES) == [], f"point {index} at ({at}, {at})"
 
 
+#: Each label's box on the screen that reaches past the drawing's, by how many px.
+LABELS_CUT = """r => {
+    const frame = r.querySelector(".pg-svg").getBoundingClientRect();
+    return Array.from(r.querySelectorAll(".pg-lab"), t => [t.textContent,
+            t.getBoundingClientRect()])
+        .map(([text, b]) => [text, Math.max(frame.left - b.left, b.right - frame.right,
+                                            frame.top - b.top, b.bottom - frame.bottom)])
+        .filter(([, past]) => past > 0.5);
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_dot_labels_stay_inside_the_drawing(browser, width):
+    """A point's label stays inside the drawing wherever the point goes: at the grid's
+    edges and corners the label had run past the frame and been cut ("act match" for
+    "exact match" at (-1, 0) on a desktop, "long align" at (6.5, 1.5) on a phone)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        tab = context.new_page()
+        tab.seen = {"requests": []}
+        fragment = dot_product_playground()._repr_html_()
+        data = script_data(fragment)
+        (root,) = show(tab, fragment)
+        assert root.evaluate(LABELS_CUT) == []
+        for name in ("exact match", "long aligned", "short aligned"):
+            point = handle(root, 1 + data["labels"].index(name))
+            point.focus()
+            # To each corner and the middle of each edge of the grid, by units.
+            for keys in (["Shift+ArrowLeft"] * 12, ["Shift+ArrowDown"] * 12,
+                         ["Shift+ArrowRight"] * 6, ["Shift+ArrowRight"] * 6,
+                         ["Shift+ArrowUp"] * 6, ["Shift+ArrowUp"] * 6,
+                         ["Shift+ArrowLeft"] * 6, ["Shift+ArrowLeft"] * 6,
+                         ["Shift+ArrowDown"] * 6):
+                for key in keys:
+                    tab.keyboard.press(key)
+                at = (point.get_attribute("data-x"), point.get_attribute("data-y"))
+                assert root.evaluate(LABELS_CUT) == [], f"{name} at {at}"
+    finally:
+        context.close()
+
+
 def colours_at(page, points: list[tuple[float, float]]) -> list[np.ndarray]:
     """The colour drawn at each screen point, as RGB in [0, 1]."""
     import matplotlib.image
@@ -1735,3 +1777,60 @@ def test_the_scroll_cue_follows_the_scrolling(browser):
         assert len(names) == 4 and all(left == 0 and on_top for left, on_top in names), names
         # The weights still match the package after the reordering of the columns.
         check_dot(dot_state(root))
+
+
+def touch_swipe(tab, start: tuple[float, float], end: tuple[float, float]) -> None:
+    """A finger put down at ``start`` and moved to ``end`` in ten steps, then lifted."""
+    cdp = tab.context.new_cdp_session(tab)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
+                                          "touchPoints": [{"x": start[0], "y": start[1]}]})
+    for t in range(1, 11):
+        x, y = (a + t / 10 * (b - a) for a, b in zip(start, end, strict=True))
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
+                                              "touchPoints": [{"x": x, "y": y}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    cdp.detach()
+
+
+@pytest.mark.browser
+def test_dot_a_swipe_over_the_plot_scrolls_the_page_and_a_dot_drags(browser):
+    """On a phone, a swipe that starts on the plot's empty grid or on a label scrolls the
+    page, as a swipe on text does; only a swipe that starts on a point's dot moves it. The
+    whole plot had taken every touch: the page would not scroll past it, and a swipe from a
+    label moved that label's point (from (2, 6) to (5.4, 8))."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True,
+                                  is_mobile=True)
+    try:
+        tab = context.new_page()
+        tab.seen = {"requests": []}
+        tab.on("request", lambda request: tab.seen["requests"].append(request.url))
+        fragment = dot_product_playground()._repr_html_()
+        data = script_data(fragment)
+        (root,) = show(tab, fragment)
+        tab.evaluate("document.body.insertAdjacentHTML('beforeend', "
+                     "'<div style=\"height: 3000px\"></div>')")
+        root.locator(".pg-svg").scroll_into_view_if_needed()
+        misaligned = handle(root, 1 + data["labels"].index("long misaligned"))
+
+        def label_middle() -> tuple[float, float]:
+            box = misaligned.locator(".pg-lab").bounding_box()
+            return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+        # Where nothing is drawn (no point, arrow or label), then on the label.
+        for place in (lambda: screen_point(root, data, 6.0, -1.0), label_middle):
+            root.locator(".pg-svg").scroll_into_view_if_needed()
+            before, start = tab.evaluate("window.scrollY"), place()
+            touch_swipe(tab, start, (start[0], start[1] - 150))
+            tab.wait_for_timeout(300)
+            assert tab.evaluate("window.scrollY") > before + 50, start
+            assert misaligned.get_attribute("data-x") == "2"
+            assert misaligned.get_attribute("data-y") == "6"
+        misaligned.scroll_into_view_if_needed()
+        dot = screen_point(root, data, 2.0, 6.0)
+        before = tab.evaluate("window.scrollY")
+        touch_swipe(tab, dot, (dot[0] + 40, dot[1]))
+        expect(misaligned).not_to_have_attribute("data-x", "2", timeout=TIMEOUT)
+        assert misaligned.get_attribute("data-y") == "6"
+        assert tab.evaluate("window.scrollY") == before
+    finally:
+        context.close()

@@ -175,12 +175,24 @@ function placeLabels(out) {
       });
       cover += 3 * (crossing(box, 2, px(LO), OY, px(HI), OY) +
                     crossing(box, 2, OX, py(LO), OX, py(HI)));
+      cover += 100 * (box[2] * box[3] - overlap(box, FRAME, 0));  /* cut off at the edge */
       if (cover < least) { least = cover; best = c; }
     }
     put(tips[k], options[best]);
+    keepInFrame(tips[k], labelBox(k));
     placed.push(labelBox(k));
   }
   return placed;
+}
+
+/* The drawing's box, 2 units in from its edges (a label's white halo): a label beyond it
+   is cut off. keepInFrame(t, b) moves label t, of box b, back inside where no spot was. */
+var FRAME = [2, 2, LM + VB - 4, VB + BM - 4];
+function keepInFrame(t, b) {
+  var dx = Math.max(0, FRAME[0] - b[0]) - Math.max(0, b[0] + b[2] - FRAME[0] - FRAME[2]);
+  var dy = Math.max(0, FRAME[1] - b[1]) - Math.max(0, b[1] + b[3] - FRAME[1] - FRAME[3]);
+  t.setAttribute("x", Number(t.getAttribute("x")) + dx);
+  t.setAttribute("y", Number(t.getAttribute("y")) + dy);
 }
 
 /* An axis number that a point's label would half cover is hidden while the label is there:
@@ -276,6 +288,11 @@ handles.forEach(function (h, k) {
     var p = pointAt(ev);
     if (p[0] !== P[k][0] || p[1] !== P[k][1]) { P[k] = p; render(); }
   });
+  /* A touch that starts on a point drags it; anywhere else on the plot (the grid, a
+     label) it scrolls the page, as on text. The CSS touch-action of an SVG part does not
+     reach the browser, so the point's touchstart cancels the scroll instead. */
+  h.addEventListener("touchstart", function (ev) { ev.preventDefault(); },
+                     { passive: false });
   function end() { st.drag = -1; h.classList.remove("pg-dragging"); }
   h.addEventListener("pointerup", end);
   h.addEventListener("pointercancel", end);
