@@ -11,7 +11,8 @@ from torch import Tensor
 from .._validate import require_function
 from ..attention import masked_softmax
 from ..masks import causal_mask
-from .harness import TOLERANCE, Checks, call_reader, expect_close, name_of, randn
+from .compare import TOLERANCE, expect_close, randn
+from .harness import Checks, call_reader, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -18,19 +18,8 @@ from torch import Tensor
 
 from .._validate import require_function
 from ..compress import heavy_hitter_keep, quantize
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    as_scalar,
-    call_reader,
-    error_hints,
-    expect_close,
-    expect_number,
-    expect_pair,
-    name_of,
-    values,
-)
+from .compare import Mismatch, Mistake, as_scalar, expect_close, expect_number, expect_pair, values
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -11,18 +11,8 @@ from torch import Tensor
 from .._validate import require_function
 from ..attention import masked_softmax
 from ..masks import causal_mask, padding_mask
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    call_reader,
-    error_hints,
-    expect_close,
-    expect_mask,
-    name_of,
-    number,
-    randn,
-)
+from .compare import Mismatch, Mistake, expect_close, expect_mask, number, randn
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

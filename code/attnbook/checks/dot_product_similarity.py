@@ -10,17 +10,8 @@ from torch import Tensor
 
 from .._validate import require_function
 from ..attention import raw_self_attention
-from .harness import (
-    Checks,
-    Mismatch,
-    call_reader,
-    error_hints,
-    expect_close,
-    expect_pair,
-    name_of,
-    randn,
-    shapes,
-)
+from .compare import Mismatch, expect_close, expect_pair, randn, shapes
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -12,18 +12,8 @@ import torch
 from torch import Tensor
 
 from .._validate import require_function
-from .harness import (
-    Checks,
-    Mismatch,
-    as_scalar,
-    call_reader,
-    expect_close,
-    expect_number,
-    expect_pair,
-    name_of,
-    randn,
-    values,
-)
+from .compare import Mismatch, as_scalar, expect_close, expect_number, expect_pair, randn, values
+from .harness import Checks, call_reader, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

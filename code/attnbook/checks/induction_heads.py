@@ -20,17 +20,8 @@ from .._validate import require_function
 from ..attention import masked_softmax
 from ..circuits import copying_score, prefix_matching_score, replace_heads
 from ..masks import causal_mask
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    as_scalar,
-    call_reader,
-    expect_close,
-    expect_number,
-    name_of,
-    randn,
-)
+from .compare import Mismatch, Mistake, as_scalar, expect_close, expect_number, randn
+from .harness import Checks, call_reader, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -23,20 +23,17 @@ from ..decoder import DecoderConfig
 from ..efficient import KVCache
 from ..masks import causal_mask, sliding_window_mask
 from ..positions import rope
-from .harness import (
-    Checks,
+from .compare import (
     Mismatch,
     Mistake,
     as_scalar,
-    call_reader,
-    error_hints,
     expect_close,
     expect_mask,
     expect_number,
-    name_of,
     randn,
     values,
 )
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

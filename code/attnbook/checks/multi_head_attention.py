@@ -12,17 +12,8 @@ from torch import Tensor
 from .._validate import require_function
 from ..attention import attention
 from ..layers import MultiHeadAttention
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    call_reader,
-    error_hints,
-    expect_close,
-    expect_pair,
-    name_of,
-    randn,
-)
+from .compare import Mismatch, Mistake, expect_close, expect_pair, randn
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

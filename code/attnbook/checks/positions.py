@@ -18,19 +18,8 @@ from torch import Tensor
 
 from .._validate import require_function
 from ..positions import alibi_slopes, interleaved_order, rope, sinusoidal
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    as_tensor,
-    call_reader,
-    describe,
-    error_hints,
-    expect_close,
-    name_of,
-    randn,
-    values,
-)
+from .compare import Mismatch, Mistake, as_tensor, describe, expect_close, randn, values
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from ..layers import SimpleAttention
-from .harness import Checks, Mismatch, call_reader, error_hints, expect_close, expect_pair, randn
+from .compare import Mismatch, expect_close, expect_pair, randn
+from .harness import Checks, call_reader, error_hints
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from .._validate import require_function
-from .harness import Checks, call_reader, expect_close, name_of, randn
+from .compare import expect_close, randn
+from .harness import Checks, call_reader, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

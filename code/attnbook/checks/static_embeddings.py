@@ -9,16 +9,8 @@ from torch import Tensor
 
 from .._validate import require_function
 from ..pretrained import load_model, nearest_rows
-from .harness import (
-    Checks,
-    Mismatch,
-    call_reader,
-    expect_close,
-    expect_pair,
-    name_of,
-    randn,
-    values,
-)
+from .compare import Mismatch, expect_close, expect_pair, randn, values
+from .harness import Checks, call_reader, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

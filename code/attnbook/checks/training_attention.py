@@ -10,20 +10,8 @@ from torch import Tensor
 from .._validate import require_function
 from ..masks import causal_mask
 from ..training import RepeatTask
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    as_tensor,
-    call_reader,
-    describe,
-    diagnose,
-    error_hints,
-    expect_close,
-    name_of,
-    number,
-    values,
-)
+from .compare import Mismatch, Mistake, as_tensor, describe, diagnose, expect_close, number, values
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True

@@ -33,16 +33,8 @@ from .._validate import require_function
 from ..attention import attention
 from ..layers import MultiHeadAttention
 from ..whisper import cross_attend, cross_keys_values, dtw, predicting_rows
-from .harness import (
-    Checks,
-    Mismatch,
-    Mistake,
-    call_reader,
-    error_hints,
-    expect_close,
-    name_of,
-    randn,
-)
+from .compare import Mismatch, Mistake, expect_close, randn
+from .harness import Checks, call_reader, error_hints, name_of
 
 # pytest leaves this module's frames out of its tracebacks: a reader sees their own code.
 __tracebackhide__ = True
