@@ -21,18 +21,18 @@ Choice = TypeVar("Choice")
 
 
 def require_int(name: str, value: object, minimum: int | None = 1,
-                maximum: int | None = None) -> int:
+                maximum: int | None = None, *, reason: str = "") -> int:
     """``value`` as a Python int, at least ``minimum`` and at most ``maximum`` (``None``: no
-    bound)."""
+    bound). ``reason``, if given, says why the bounds are there (" for a legible drawing")."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     value = int(value)
     if maximum is not None and minimum is not None and not minimum <= value <= maximum:
-        raise ValueError(f"{name} must be between {minimum} and {maximum}, got {value}")
+        raise ValueError(f"{name} must be between {minimum} and {maximum}{reason}, got {value}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+        raise ValueError(f"{name} must be at least {minimum}{reason}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be at most {maximum}, got {value}")
+        raise ValueError(f"{name} must be at most {maximum}{reason}, got {value}")
     return value
 
 

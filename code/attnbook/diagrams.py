@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import textwrap
 from collections.abc import Sequence
 
@@ -60,7 +59,7 @@ from matplotlib.colors import Normalize, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from ._validate import scale_factor
+from ._validate import require_int, scale_factor
 from .attention import attention, attention_scores, grouped_attention, masked_softmax
 from .circuits import prefix_matching_score, previous_token_score, repeat_twice
 from .course import Chapter
@@ -216,12 +215,7 @@ def _grid(ax: Axes, x: float, y_top: float, colours: Sequence[Sequence[str]], *,
 
 
 def _require_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high} for a legible drawing, "
-                         f"got {value}")
-    return int(value)
+    return require_int(name, value, low, high, reason=" for a legible drawing")
 
 
 def _check_width(fig: Figure) -> Figure:
