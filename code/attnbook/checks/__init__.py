@@ -20,7 +20,8 @@ or modified. Random inputs come from seeded generators, and the global random st
 it was.
 
 Each checker is named after what it checks and lives in a module named after its chapter
-(:mod:`attnbook.checks.harness` holds what they share):
+(:mod:`attnbook.checks.harness` runs the checks and words the messages, and
+:mod:`attnbook.checks.compare` holds the comparisons they share):
 
 - ``static-embeddings``: :func:`check_nearest_by_cosine` on
   ``nearest_by_cosine(table, query, k, exclude=None)``
