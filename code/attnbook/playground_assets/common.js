@@ -108,3 +108,22 @@ function crossing(b, g, x1, y1, x2, y2) {
   }
   return t1 > t0 ? (t1 - t0) * Math.sqrt(dx * dx + dy * dy) : 0;
 }
+/* Labels placed by search. placeBest(options, put, cost): puts the label at each option in
+   turn, best first (put(option)), and leaves it at the first one that covers nothing
+   (cost() is 0), or else at the one that covers least. moveInto(t, b, f): moves text t,
+   whose box is b, by the least that brings b inside box f. */
+function placeBest(options, put, cost) {
+  var best = 0, least = Infinity;
+  for (var c = 0; c < options.length && least > 0; c++) {
+    put(options[c]);
+    var v = cost();
+    if (v < least) { least = v; best = c; }
+  }
+  put(options[best]);
+}
+function moveInto(t, b, f) {
+  var dx = Math.max(0, f[0] - b[0]) - Math.max(0, b[0] + b[2] - f[0] - f[2]);
+  var dy = Math.max(0, f[1] - b[1]) - Math.max(0, b[1] + b[3] - f[1] - f[3]);
+  t.setAttribute("x", Number(t.getAttribute("x")) + dx);
+  t.setAttribute("y", Number(t.getAttribute("y")) + dy);
+}

@@ -160,11 +160,9 @@ function labelBox(k) { return boxAt(tips[k], k); }
    that covers them least: another label counts a hundred times what a dot does, an arrow
    as a band 6 units wide and an axis as one 3 units wide. */
 function placeLabels(out) {
-  var placed = [], ends = P.concat([out]), k, c;
+  var placed = [], ends = P.concat([out]), k;
   for (k = 0; k <= S; k++) {
-    var options = spots(P[k], k === 0 ? -1 : 1), best = -1, least = Infinity;
-    for (c = 0; c < options.length && least > 0; c++) {
-      put(tips[k], options[c]);
+    placeBest(spots(P[k], k === 0 ? -1 : 1), function (d) { put(tips[k], d); }, function () {
       var box = labelBox(k), cover = 0;
       placed.forEach(function (o) { cover += 100 * overlap(box, o, 2); });
       ends.forEach(function (e, j) {
@@ -175,25 +173,17 @@ function placeLabels(out) {
       });
       cover += 3 * (crossing(box, 2, px(LO), OY, px(HI), OY) +
                     crossing(box, 2, OX, py(LO), OX, py(HI)));
-      cover += 100 * (box[2] * box[3] - overlap(box, FRAME, 0));  /* cut off at the edge */
-      if (cover < least) { least = cover; best = c; }
-    }
-    put(tips[k], options[best]);
-    keepInFrame(tips[k], labelBox(k));
+      return cover + 100 * (box[2] * box[3] - overlap(box, FRAME, 0));  /* cut off */
+    });
+    moveInto(tips[k], labelBox(k), FRAME);
     placed.push(labelBox(k));
   }
   return placed;
 }
 
 /* The drawing's box, 2 units in from its edges (a label's white halo): a label beyond it
-   is cut off. keepInFrame(t, b) moves label t, of box b, back inside where no spot was. */
+   is cut off, and moved back inside where no spot was. */
 var FRAME = [2, 2, LM + VB - 4, VB + BM - 4];
-function keepInFrame(t, b) {
-  var dx = Math.max(0, FRAME[0] - b[0]) - Math.max(0, b[0] + b[2] - FRAME[0] - FRAME[2]);
-  var dy = Math.max(0, FRAME[1] - b[1]) - Math.max(0, b[1] + b[3] - FRAME[1] - FRAME[3]);
-  t.setAttribute("x", Number(t.getAttribute("x")) + dx);
-  t.setAttribute("y", Number(t.getAttribute("y")) + dy);
-}
 
 /* An axis number that a point's label would half cover is hidden while the label is there:
    the label is what the reader is looking at. A label covers its box and the white halo

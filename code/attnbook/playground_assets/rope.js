@@ -94,15 +94,9 @@ function drawPair(part, x0, x, a, b, angle, u, name) {
    that space moves back in. EDGE: the room kept at the drawing's sides; GAP: a label's
    white outline, which hides what it lies on. */
 var EDGE = 3, GAP = 2;
-function shift(t, dx, dy) {
-  t.setAttribute("x", Number(t.getAttribute("x")) + dx);
-  t.setAttribute("y", Number(t.getAttribute("y")) + dy);
-}
 function floor() { var c = bbox(axes); return c[3] > 0 ? c[1] - GAP : VB - EDGE; }
 function keepInside(t) {
-  var b = bbox(t);
-  shift(t, Math.max(0, EDGE - b[0]) - Math.max(0, b[0] + b[2] + EDGE - VB),
-        Math.max(0, EDGE - b[1]) - Math.max(0, b[1] + b[3] - floor()));
+  moveInto(t, bbox(t), [EDGE, EDGE, VB - 2 * EDGE, floor() - EDGE]);
 }
 
 /* Where a label may go, best first, as [dx, dy, reach] from its arrow's tip, y down, with
@@ -144,18 +138,15 @@ function underArrow(b, a) {
 function placeLabels() {
   var placed = [];
   parts.forEach(function (part) {
-    var options = spots(part.dir[0], part.dir[1]), best = 0, least = Infinity, c;
-    for (c = 0; c < options.length && least > 0; c++) {
-      put(part, options[c]);
+    placeBest(spots(part.dir[0], part.dir[1]), function (d) { put(part, d); }, function () {
       var box = bbox(part.label), cover = 0;
       placed.forEach(function (o) { cover += 100 * overlap(box, o, GAP); });
       parts.forEach(function (p) { cover += 6 * underArrow(box, p.after); });
       AXES.forEach(function (a) {
         cover += 3 * crossing(box, GAP + AXIS, a[0], a[1], a[2], a[3]);
       });
-      if (cover < least) { least = cover; best = c; }
-    }
-    put(part, options[best]);
+      return cover;
+    });
     placed.push(bbox(part.label));
   });
 }
