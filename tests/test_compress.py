@@ -370,7 +370,8 @@ def test_heavy_hitter_kv_in_one_pass_equals_decoding_token_by_token():
 
 @pytest.mark.parametrize("args, kwargs, error, message", [
     ((torch.zeros(4, 3, 5), 2, 3), {"recent": 1}, ValueError, r"\(\.\.\., h, L, L\)"),
-    ((torch.zeros(3, 5, 5), 2, 3), {"recent": 1}, ValueError, "must divide the h=3"),
+    ((torch.zeros(3, 5, 5), 2, 3), {"recent": 1}, ValueError,
+     r"num_kv_heads=2 must divide h=3 \(the heads of scores\)"),
     ((torch.zeros(4, 5, 5, dtype=torch.long), 2, 3), {"recent": 1}, TypeError,
      "floating-point"),
     ((torch.zeros(4, 5, 5), 2, 3), {"recent": 3, "sinks": 1}, ValueError, "budget=3"),

@@ -254,7 +254,8 @@ def test_cache_rotates_at_next_position_not_len():
 
 
 @pytest.mark.parametrize("kwargs, call, error, message", [
-    ({"num_kv_heads": 3}, {}, ValueError, "num_kv_heads=3 does not divide num_heads=4"),
+    ({"num_kv_heads": 3}, {}, ValueError,
+     "num_kv_heads=3 must divide num_heads=4: each key/value head"),
     ({"num_kv_heads": 0}, {}, ValueError, "num_kv_heads"),
     ({"causal": 1}, {}, TypeError, "causal must be a bool"),
     ({}, {"cache": KVCache()}, ValueError, "causal=True"),
@@ -350,8 +351,9 @@ def test_decoder_config_bad_input():
     with pytest.raises(TypeError, match="num_heads"):
         DecoderConfig(vocab_size=5, d_model=8, num_layers=1, num_heads=2.0, num_kv_heads=1,
                       d_ff=4)
-    for heads, kv_heads in ((3, 1), (4, 3)):
-        with pytest.raises(ValueError, match="must divide"):
+    for heads, kv_heads, message in ((3, 1, "num_heads=3 must divide d_model=8$"),
+                                     (4, 3, "num_kv_heads=3 must divide num_heads=4$")):
+        with pytest.raises(ValueError, match=message):
             DecoderConfig(vocab_size=5, d_model=8, num_layers=1, num_heads=heads,
                           num_kv_heads=kv_heads, d_ff=4)
     with pytest.raises(TypeError, match="config must be a DecoderConfig"):

@@ -370,7 +370,7 @@ def test_sizes_take_any_integer_type_but_bool(factory):
 
 BAD_SIZES = [
     *(pytest.param(lambda d=d, h=h: MultiHeadAttention(d, h), ValueError,
-                   f"num_heads={h} does not divide d_model={d}", id=f"heads-{d}-{h}")
+                   f"num_heads={h} must divide d_model={d}: each head needs", id=f"heads-{d}-{h}")
       for d, h in [(12, 5), (8, 3), (4, 8)]),
     *(pytest.param(lambda h=h: MultiHeadAttention(8, h), ValueError,
                    f"num_heads must be at least 1, got {h}", id=f"heads-{h}")

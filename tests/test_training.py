@@ -357,7 +357,7 @@ BAD_INPUTS = [
     (lambda: RepeatTask().batch(4, 0), TypeError, "generator must be a torch.Generator"),
     (lambda: ReversalTask().required_pattern(0), ValueError, "L must be at least 1"),
     (lambda: TinyAttentionModel(10, 8, d_model=30, num_heads=4), ValueError,
-     "num_heads=4 does not divide d_model=30"),
+     "num_heads=4 must divide d_model=30"),
     (lambda: TinyAttentionModel(10, 8, positions="rotary"), ValueError,
      "positions must be one of 'learned', 'sinusoidal', 'rope', 'alibi', 'none'"),
     (lambda: TinyAttentionModel(10, 0), ValueError, "max_len must be at least 1"),

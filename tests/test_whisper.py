@@ -295,6 +295,14 @@ def test_cross_attend_is_the_layer_attending_from_the_text_to_the_sound(heads, k
     assert W.cross_attend(cross, text, memory).weights is None
 
 
+def test_config_refuses_heads_that_do_not_divide_the_width():
+    with pytest.raises(ValueError, match="num_heads=5 must divide d_model=384$"):
+        W.WhisperConfig(num_heads=5)
+    with pytest.raises(TypeError, match="num_heads must be an int, got float"):
+        W.WhisperConfig(num_heads=6.0)
+    assert W.WhisperConfig(num_heads=8).num_heads == 8
+
+
 def test_cross_attend_refuses_what_is_not_a_layer_text_or_memory():
     cross = MultiHeadAttention(8, 2)
     memory = W.cross_keys_values(cross, torch.randn(1, 6, 8))

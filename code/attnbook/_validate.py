@@ -36,6 +36,14 @@ def require_int(name: str, value: object, minimum: int | None = 1,
     return value
 
 
+def require_divides(name: str, value: int, whole_name: str, whole: int, why: str = "") -> int:
+    """``whole // value``, once ``value`` is known to divide ``whole`` (both already ints);
+    ``why`` says what the quotient is for (": each head needs d_model / num_heads features")."""
+    if whole % value:
+        raise ValueError(f"{name}={value} must divide {whole_name}={whole}{why}")
+    return whole // value
+
+
 def require_real(name: str, value: object, kind: str = "a real number") -> float:
     """``value`` as a finite Python float; ``kind`` says what was expected."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

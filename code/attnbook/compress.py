@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._validate import require_choice, require_int, require_tensor
+from ._validate import require_choice, require_divides, require_int, require_tensor
 from .decoder import Decoder
 from .efficient import KVCache
 from .masks import causal_mask
@@ -559,8 +559,7 @@ def heavy_hitter_mask(scores: Tensor, num_kv_heads: int, budget: int, *, recent:
         raise ValueError(f"scores must have shape (..., h, L, L), got {tuple(scores.shape)}")
     num_kv_heads = require_int("num_kv_heads", num_kv_heads)
     h, L = scores.shape[-3], scores.shape[-1]
-    if h % num_kv_heads:
-        raise ValueError(f"num_kv_heads={num_kv_heads} must divide the h={h} heads of scores")
+    require_divides("num_kv_heads", num_kv_heads, "h", h, " (the heads of scores)")
     HeavyHitterCache(budget, recent=recent, sinks=sinks)  # the same checks as the cache
     grouped = scores.unflatten(-3, (num_kv_heads, h // num_kv_heads))  # (..., h_kv, g, L, L)
     heads = grouped.shape[:-3]  # (..., h_kv)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import require_int, require_real, require_tensor
+from ._validate import require_divides, require_int, require_real, require_tensor
 from .efficient import KVCache
 from .layers import MultiHeadAttention
 
@@ -61,11 +61,8 @@ class DecoderConfig:
             require_int(name, getattr(self, name))
         require_real("rope_base", self.rope_base)
         require_real("eps", self.eps)
-        if self.d_model % self.num_heads or self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_heads={self.num_heads} must divide d_model={self.d_model}, and "
-                f"num_kv_heads={self.num_kv_heads} must divide num_heads"
-            )
+        require_divides("num_heads", self.num_heads, "d_model", self.d_model)
+        require_divides("num_kv_heads", self.num_kv_heads, "num_heads", self.num_heads)
 
     @property
     def d_head(self) -> int:

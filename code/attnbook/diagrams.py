@@ -59,7 +59,7 @@ from matplotlib.colors import Normalize, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from ._validate import require_int, scale_factor
+from ._validate import require_divides, require_int, scale_factor
 from .attention import attention, attention_scores, grouped_attention, masked_softmax
 from .circuits import prefix_matching_score, previous_token_score, repeat_twice
 from .course import Chapter
@@ -625,15 +625,13 @@ def multi_head_split(length: int = 4, d_model: int = 8, num_heads: int = 2) -> F
 
     Raises:
         TypeError: if an argument is not an int.
-        ValueError: if an argument is out of range, or ``num_heads`` does not divide
+        ValueError: if an argument is out of range, or (from the layer drawn,
+            :class:`attnbook.layers.MultiHeadAttention`) ``num_heads`` does not divide
             ``d_model``.
     """
     L = _require_int("length", length, 1, 8)
     D = _require_int("d_model", d_model, 1, 16)
     h = _require_int("num_heads", num_heads, 1, 4)
-    if D % h:
-        raise ValueError(f"num_heads={h} does not divide d_model={D}: each head needs "
-                         f"d_model / num_heads features")
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -2222,10 +2220,8 @@ def grouped_query_heads(num_heads: int = 9, num_kv_heads: int = 3) -> Figure:
     """
     h = _require_int("num_heads", num_heads, 1, 16)
     h_kv = _require_int("num_kv_heads", num_kv_heads, 1, 16)
-    if h % h_kv:
-        raise ValueError(f"num_kv_heads={h_kv} must divide num_heads={h}: each key/value "
-                         f"head serves a group of num_heads / num_kv_heads query heads")
-    g = h // h_kv
+    g = require_divides("num_kv_heads", h_kv, "num_heads", h, ": each key/value head serves "
+                        "a group of num_heads / num_kv_heads query heads")
 
     width, top_h, bottom_h = 7.0, 3.1, 2.05
     label_w = 1.25  # room for the row names on the left

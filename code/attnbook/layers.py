@@ -13,6 +13,7 @@ from ._validate import (
     check_mask,
     layer_input,
     require_choice,
+    require_divides,
     require_int,
     require_real,
     require_tensor,
@@ -120,19 +121,12 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.d_model = d_model = require_int("d_model", d_model)
         self.num_heads = num_heads = require_int("num_heads", num_heads)
-        if d_model % num_heads:
-            raise ValueError(
-                f"num_heads={num_heads} does not divide d_model={d_model}: each head "
-                f"needs d_model / num_heads features"
-            )
-        self.d_head = d_model // num_heads
+        self.d_head = require_divides("num_heads", num_heads, "d_model", d_model,
+                                      ": each head needs d_model / num_heads features")
         self.num_kv_heads = num_heads if num_kv_heads is None else require_int(
             "num_kv_heads", num_kv_heads)
-        if num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_kv_heads={self.num_kv_heads} does not divide num_heads={num_heads}: "
-                f"each key/value head serves the same number of query heads"
-            )
+        require_divides("num_kv_heads", self.num_kv_heads, "num_heads", num_heads,
+                        ": each key/value head serves the same number of query heads")
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
         self.causal = causal

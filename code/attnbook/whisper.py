@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import require_int, require_tensor
+from ._validate import require_divides, require_int, require_tensor
 from .attention import AttentionOutput, grouped_attention
 from .efficient import KVCache
 from .layers import MultiHeadAttention
@@ -93,9 +93,7 @@ class WhisperConfig:
         for name in ("vocab_size", "n_mels", "d_model", "num_heads", "encoder_layers",
                      "decoder_layers", "d_ff", "audio_positions", "text_positions"):
             require_int(name, getattr(self, name))
-        if self.d_model % self.num_heads:
-            raise ValueError(f"num_heads={self.num_heads} must divide "
-                             f"d_model={self.d_model}")
+        require_divides("num_heads", self.num_heads, "d_model", self.d_model)
 
 
 class WhisperOutput(NamedTuple):
