@@ -707,6 +707,11 @@ def test_the_student_edition_has_every_exercise_and_no_worked_solution(
             for line in solution_only_lines(source):
                 assert json.dumps(line)[1:-1] not in text and line not in text, (offered, line)
     assert checked >= 40, checked  # the solutions with code, in every chapter that has them
+    # The teacher's grading advice (how to grade, what the grader cannot stop) is left out
+    # of the student edition's teaching page, and only there.
+    advice = "a copy of its source passes"
+    assert advice in soup("book/teaching").select_one("main").get_text(" ")
+    assert advice not in (STUDENT / "book" / "teaching.html").read_text(encoding="utf-8")
     # No PDF in the student edition (the PDF is the full one): its front page says so.
     intro = (STUDENT / "book" / "intro.html").read_text(encoding="utf-8")
     assert not (STUDENT / attnbook_sphinx.PDF_NAME).exists()

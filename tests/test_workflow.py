@@ -127,8 +127,17 @@ def test_workflow_builds_tests_and_publishes_as_a_newcomer_does() -> None:
     assert python["with"]["python-version"] == "3.11"
     assert python["with"]["cache"] == "pip"
     upload = step_using(build["steps"], "actions/upload-pages-artifact")
-    assert upload["with"]["path"] == "_build/html"
-    assert build["steps"].index(upload) > runs.index("make test")
+    # The instructor's edition unless the student edition is asked for, by hand or by the
+    # repository variable; the student edition is built before it is uploaded.
+    assert build["env"]["EDITION"] == \
+        "${{ inputs.edition || vars.BOOK_EDITION || 'instructor' }}"
+    assert workflow["on"]["workflow_dispatch"]["inputs"]["edition"]["options"] == [
+        "instructor", "student"]
+    assert upload["with"]["path"] == \
+        "${{ env.EDITION == 'student' && '_build/student' || '_build/html' }}"
+    student = build["steps"][runs.index("make student")]
+    assert student["if"] == "env.EDITION == 'student'"
+    assert runs.index("make test") < runs.index("make student") < build["steps"].index(upload)
     assert deploy["needs"] == "build"
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
