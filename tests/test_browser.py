@@ -1163,6 +1163,27 @@ def test_favicon_at_the_site_root(recorded_site) -> None:
         assert response.read(4) == b"\x00\x00\x01\x00", "not an ICO file"
 
 
+def test_phone_drawers_show_their_edge_in_dark_mode(browser, recorded_site) -> None:
+    """On a phone the contents open as a drawer over the page; in dark mode its background
+    is close to the page's, and a border in another colour marks where it ends."""
+    url, _ = recorded_site
+    context, tab, _ = open_view(browser, f"{url}/book/scaling.html", PHONE, "dark")
+    try:
+        tab.click("button.primary-toggle")
+        drawer = tab.locator("#pst-primary-sidebar-modal")
+        expect(drawer).to_be_visible()
+        edge = drawer.evaluate("""(d) => { const s = getComputedStyle(d);
+            return [s.borderRightWidth, s.borderRightStyle, s.borderRightColor,
+                    s.backgroundColor]; }""")
+        assert edge[:2] == ["1px", "solid"], edge
+        assert edge[2] != edge[3], f"the border has the drawer's own colour: {edge}"
+        outline = tab.evaluate("""() => getComputedStyle(
+            document.querySelector('#pst-secondary-sidebar-modal')).borderLeftWidth""")
+        assert outline == "1px", outline
+    finally:
+        context.close()
+
+
 # The full-page pictures are for a person to look at, not checks: `make screenshots` takes
 # them, `make test` leaves them out (about two minutes of the two browsers' time).
 @pytest.mark.screenshots
