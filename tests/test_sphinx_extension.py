@@ -482,3 +482,40 @@ def test_the_student_edition_removes_every_solution_from_a_page() -> None:
     assert list(document.findall(exercise_node)) and "after" in document.astext()
     assert "worked answer" not in document.astext()
     assert attnbook_sphinx.LeaveOutSolutions.builders == ("student",)
+
+
+def test_the_teaching_page_runs_again_when_a_chapter_changes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its cells read the chapters: a chapter edit drops its cached outputs, and only then."""
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    caplog.set_level(logging.INFO)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_toc.yml").write_text("root: book/intro\n")
+    chapter = tmp_path / "book" / "scaling.md"
+    chapter.write_text("# Scaling\n")
+    teaching = tmp_path / "book" / "teaching.md"
+    teaching.write_text("# Teaching\n")
+    build = tmp_path / "_build"
+    cache = get_cache(str(build / ".jupyter_cache"))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    cache.cache_notebook_bundle(CacheBundleIn(notebook, uri=str(teaching)),
+                                check_validity=False)
+    app = types.SimpleNamespace(srcdir=str(tmp_path), outdir=str(build / "html"),
+                                config={"nb_execution_cache_path": ""})
+    env = types.SimpleNamespace()
+
+    def outdated() -> list[str]:
+        return attnbook_sphinx.reexecute_pages_that_read_the_book(app, env, set(), set(),
+                                                                  set())
+
+    assert outdated() == []  # the first build that knows records what the page read
+    assert outdated() == []
+    assert len(cache.list_cache_records()) == 1
+    chapter.write_text("# Scaling, with one more word\n")
+    assert outdated() == ["book/teaching"]
+    assert cache.list_cache_records() == []  # so myst-nb executes the page again
+    assert "book/teaching reads files that changed" in caplog.text
+    assert outdated() == []

@@ -19,6 +19,10 @@ Every hook this extension connects, in the order of a build:
     not even the static files; a change to the site's stylesheet, script or templates makes
     every page out of date.
 
+    :func:`reexecute_pages_that_read_the_book`: the teaching page's cells read the chapters
+    and the exercise folders (words, times, points); its cached outputs are dropped and the
+    page runs again when one of those changes, though its own cells did not.
+
 ``html-page-context``
     :func:`offer_executed_notebook`: every chapter offers its executed notebook (``.ipynb``,
     with outputs) next to its MyST source; the student edition strips both of the worked
@@ -97,6 +101,10 @@ FINGERPRINT_FILE = ".attnbook-fingerprint"
 #: The site's own stylesheet, script and page templates: a change to one must reach the
 #: built site though no chapter changed.
 SITE_GLOBS = ("book/_static/**/*", "book/_templates/**/*")
+#: Pages whose cells read other files of the book, and those files: the teaching page counts
+#: every chapter's words and exercises and reads the exercise folders' grading.
+READS_THE_BOOK = {"book/teaching": ("_toc.yml", "book/*.md", "exercises/*/grading.toml",
+                                    "exercises/*/test_*.py")}
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 #: What every chapter's kernel inherits (unless the caller set it): offline, and OpenMP threads
 #: that sleep when idle. Chapters that time many small kernels (blockwise attention, short
@@ -139,6 +147,34 @@ def invalidate_stale_cache(app: Sphinx, config: Config) -> None:
     Path(app.doctreedir, "environment.pickle").unlink(missing_ok=True)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current + "\n")
+
+
+def reexecute_pages_that_read_the_book(app: Sphinx, env: object, added: set[str],
+                                        changed: set[str], removed: set[str]) -> list[str]:
+    """The pages of :data:`READS_THE_BOOK` whose files changed since the last build, with
+    their cached outputs dropped so that they run again.
+
+    myst-nb's cache keys a page on its own cells; the teaching page's cells read the chapters
+    and the exercise folders, so without this an edited chapter would leave its old word count
+    on the teaching page.
+    """
+    seen = getattr(env, "attnbook_read_files", {})
+    outdated = []
+    for docname, globs in READS_THE_BOOK.items():
+        current = fingerprint(Path(app.srcdir), globs)
+        if seen.get(docname) not in (None, current):
+            from jupyter_cache import get_cache
+
+            cache = get_cache(str(_cache_dir(app, app.config)))
+            source = str(Path(app.srcdir, f"{docname}.md"))
+            for record in cache.list_cache_records():
+                if record.uri == source:
+                    cache.remove_cache(record.pk)
+            logger.info(f"[attnbook] {docname} reads files that changed: running it again")
+            outdated.append(docname)
+        seen[docname] = current
+    env.attnbook_read_files = seen
+    return outdated
 
 
 def rewrite_pages_when_site_files_change(app: Sphinx, env: object, added: set[str],
@@ -776,6 +812,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", keep_one_search_field)
     # Before the theme builds its download menu (priority 501).
     app.connect("env-get-outdated", rewrite_pages_when_site_files_change)
+    app.connect("env-get-outdated", reexecute_pages_that_read_the_book)
     app.connect("html-page-context", offer_executed_notebook, priority=500)
     app.connect("html-page-context", fix_citation_list_role)
     app.connect("html-page-context", name_cell_toggles_by_their_text)
